@@ -1,0 +1,285 @@
+"""The pieces of a GPT-2 transformer, each exposing its activations through hook points.
+
+Written afresh from the seeds in ../shared/seeds, without their defects: the causal mask is
+built on the scores' own device (no buffer created on "cuda"), and the hooked score tensor
+is never masked in place.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Bool, Float, Int
+from torch import Tensor, nn
+
+from interp.config import HookedTransformerConfig
+from interp.hooks import HookPoint
+from interp.kv_cache import KeyValueCacheEntry
+
+
+def affine(
+    x: Float[Tensor, "... d_in"], weight: Float[Tensor, "d_in d_out"], bias: Float[Tensor, " d_out"]
+) -> Float[Tensor, "... d_out"]:
+    """``x @ weight + bias`` as one fused matrix multiply-add."""
+    flat = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight)
+    return flat.view(*x.shape[:-1], weight.shape[-1])
+
+
+def gelu_fast(x: Tensor) -> Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+
+
+ACTIVATIONS = {
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "gelu_fast": gelu_fast,
+    "silu": F.silu,
+}
+
+
+class LayerNorm(nn.Module):
+    """Layer norm whose scale (the root-mean-square after centring) is a hook point.
+
+    ``normalization_type="LNPre"`` has no weight or bias: they were folded into the next layer.
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig) -> None:
+        super().__init__()
+        self.eps = cfg.eps
+        if cfg.normalization_type == "LN":
+            self.w = nn.Parameter(torch.ones(cfg.d_model, dtype=cfg.dtype))
+            self.b = nn.Parameter(torch.zeros(cfg.d_model, dtype=cfg.dtype))
+        else:
+            self.w = self.b = None
+        self.hook_scale = HookPoint()  # [batch, pos, 1]
+        self.hook_normalized = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        if not (self.hook_scale.has_hooks or self.hook_normalized.has_hooks):
+            return F.layer_norm(x, x.shape[-1:], self.w, self.b, self.eps)
+        input_dtype = x.dtype
+        x = x.float()
+        x = x - x.mean(-1, keepdim=True)
+        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        x = x / scale
+        if self.w is not None:
+            x = x * self.w + self.b
+        return self.hook_normalized(x.to(input_dtype))
+
+
+class Embed(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig) -> None:
+        super().__init__()
+        self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model, dtype=cfg.dtype))
+
+    def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+        return F.embedding(tokens, self.W_E)
+
+
+class PosEmbed(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig) -> None:
+        super().__init__()
+        self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model, dtype=cfg.dtype))
+
+    def forward(self, positions: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+        return F.embedding(positions, self.W_pos)
+
+
+class Attention(nn.Module):
+    """Multi-head causal self-attention with per-head weights.
+
+    When neither the scores nor the pattern is hooked, the pattern is never materialised:
+    ``scaled_dot_product_attention`` (flash / memory-efficient kernels on a GPU) runs instead.
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h, m, d = cfg.n_heads, cfg.d_model, cfg.d_head
+        self.W_Q = nn.Parameter(torch.empty(h, m, d, dtype=cfg.dtype))
+        self.W_K = nn.Parameter(torch.empty(h, m, d, dtype=cfg.dtype))
+        self.W_V = nn.Parameter(torch.empty(h, m, d, dtype=cfg.dtype))
+        self.W_O = nn.Parameter(torch.empty(h, d, m, dtype=cfg.dtype))
+        self.b_Q = nn.Parameter(torch.zeros(h, d, dtype=cfg.dtype))
+        self.b_K = nn.Parameter(torch.zeros(h, d, dtype=cfg.dtype))
+        self.b_V = nn.Parameter(torch.zeros(h, d, dtype=cfg.dtype))
+        self.b_O = nn.Parameter(torch.zeros(m, dtype=cfg.dtype))
+        self.hook_q = HookPoint()  # [batch, pos, n_heads, d_head]
+        self.hook_k = HookPoint()  # [batch, pos, n_heads, d_head]
+        self.hook_v = HookPoint()  # [batch, pos, n_heads, d_head]
+        self.hook_attn_scores = HookPoint()  # [batch, n_heads, query_pos, key_pos]
+        self.hook_pattern = HookPoint()  # [batch, n_heads, query_pos, key_pos]
+        self.hook_z = HookPoint()  # [batch, pos, n_heads, d_head]
+        self.hook_result = HookPoint()  # [batch, pos, n_heads, d_model], if use_attn_result
+
+    def project(
+        self,
+        x: Float[Tensor, "batch pos d_model"] | Float[Tensor, "batch pos n_heads d_model"],
+        weight: Float[Tensor, "n_heads d_model d_head"],
+        bias: Float[Tensor, "n_heads d_head"],
+    ) -> Float[Tensor, "batch pos n_heads d_head"]:
+        """One of q, k, v for every head; per-head inputs (split qkv) have a head axis."""
+        if x.ndim == 4:
+            return torch.einsum("bphm,hmd->bphd", x, weight) + bias
+        h, m, d = weight.shape
+        flat_weight = weight.permute(1, 0, 2).reshape(m, h * d)
+        return affine(x, flat_weight, bias.reshape(h * d)).view(*x.shape[:2], h, d)
+
+    def forward(
+        self,
+        query_input: Tensor,
+        key_input: Tensor,
+        value_input: Tensor,
+        key_padding_mask: Bool[Tensor, "batch key_pos"] | None = None,
+        past_kv: KeyValueCacheEntry | None = None,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        q = self.hook_q(self.project(query_input, self.W_Q, self.b_Q))
+        k = self.hook_k(self.project(key_input, self.W_K, self.b_K))
+        v = self.hook_v(self.project(value_input, self.W_V, self.b_V))
+        if past_kv is not None:
+            k, v = past_kv.extend(k, v)
+        mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
+
+        if self.cfg.use_fast_attention and not (
+            self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks
+        ):
+            z = self.fast_attention(q, k, v, mask, key_padding_mask is not None)
+        else:
+            z = self.explicit_attention(q, k, v, mask, key_padding_mask is not None)
+        z = self.hook_z(z)  # [batch, query_pos, n_heads, d_head]
+
+        if self.cfg.use_attn_result:
+            result = self.hook_result(torch.einsum("bqhd,hdm->bqhm", z, self.W_O))
+            return result.sum(dim=2) + self.b_O
+        h, d, m = self.W_O.shape
+        return affine(z.reshape(*z.shape[:2], h * d), self.W_O.reshape(h * d, m), self.b_O)
+
+    @staticmethod
+    def attention_mask(
+        query_len: int,
+        key_len: int,
+        key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
+        device: torch.device,
+    ) -> Bool[Tensor, "batch_or_1 1 query_pos key_pos"]:
+        """True where a query may attend to a key: causal, and the key is not padding.
+
+        Queries are the last ``query_len`` of ``key_len`` positions (earlier ones are cached).
+        """
+        query_pos = torch.arange(key_len - query_len, key_len, device=device)
+        key_pos = torch.arange(key_len, device=device)
+        allowed = (key_pos[None, :] <= query_pos[:, None])[None, None]
+        if key_padding_mask is not None:
+            allowed = allowed & key_padding_mask[:, None, None, :]
+        return allowed
+
+    def explicit_attention(self, q, k, v, mask, padded: bool) -> Tensor:
+        """Scores and pattern as tensors that hooks can read and overwrite."""
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(self.cfg.d_head)
+        scores = self.hook_attn_scores(scores.masked_fill(~mask, float("-inf")))
+        pattern = scores.float().softmax(dim=-1)
+        if padded:  # a padding query that sees only padding keys attends to nothing
+            pattern = pattern.nan_to_num(0.0)
+        pattern = self.hook_pattern(pattern.to(v.dtype))
+        return torch.einsum("bhqk,bkhd->bqhd", pattern, v)
+
+    def fast_attention(self, q, k, v, mask, padded: bool) -> Tensor:
+        """The same result through ``scaled_dot_product_attention``."""
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, n_heads, pos, d_head]
+        if padded or q.shape[2] != k.shape[2]:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            if padded:
+                z = z.nan_to_num(0.0)
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return z.transpose(1, 2)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig) -> None:
+        super().__init__()
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp, dtype=cfg.dtype))
+        self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp, dtype=cfg.dtype))
+        self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model, dtype=cfg.dtype))
+        self.b_out = nn.Parameter(torch.zeros(cfg.d_model, dtype=cfg.dtype))
+        self.act_fn = ACTIVATIONS[cfg.act_fn]
+        self.hook_pre = HookPoint()  # [batch, pos, d_mlp]
+        self.hook_post = HookPoint()  # [batch, pos, d_mlp]
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        pre = self.hook_pre(affine(x, self.W_in, self.b_in))
+        post = self.hook_post(self.act_fn(pre))
+        return affine(post, self.W_out, self.b_out)
+
+
+class Unembed(nn.Module):
+    def __init__(self, cfg: HookedTransformerConfig) -> None:
+        super().__init__()
+        self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out, dtype=cfg.dtype))
+        self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out, dtype=cfg.dtype))
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_vocab"]:
+        return affine(x, self.W_U, self.b_U)
+
+
+class TransformerBlock(nn.Module):
+    """resid_pre -> (+ attention) resid_mid -> (+ MLP) resid_post; attention-only skips the MLP."""
+
+    def __init__(self, cfg: HookedTransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.ln1 = LayerNorm(cfg) if cfg.normalization_type else nn.Identity()
+        self.attn = Attention(cfg)
+        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
+        self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
+        self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
+        if cfg.use_attn_in:
+            self.hook_attn_in = HookPoint()  # [batch, pos, n_heads, d_model]
+        if cfg.use_split_qkv_input:
+            self.hook_q_input = HookPoint()  # [batch, pos, n_heads, d_model]
+            self.hook_k_input = HookPoint()
+            self.hook_v_input = HookPoint()
+        if not cfg.attn_only:
+            self.ln2 = LayerNorm(cfg) if cfg.normalization_type else nn.Identity()
+            self.mlp = MLP(cfg)
+            self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
+            self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
+            if cfg.use_hook_mlp_in:
+                self.hook_mlp_in = HookPoint()  # [batch, pos, d_model]
+
+    def forward(
+        self,
+        resid_pre: Float[Tensor, "batch pos d_model"],
+        key_padding_mask: Bool[Tensor, "batch key_pos"] | None = None,
+        past_kv: KeyValueCacheEntry | None = None,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        resid_pre = self.hook_resid_pre(resid_pre)
+        attn_in = resid_pre
+        if self.cfg.use_attn_in or self.cfg.use_split_qkv_input:
+            attn_in = resid_pre[:, :, None, :].expand(-1, -1, self.cfg.n_heads, -1)
+        if self.cfg.use_attn_in:
+            attn_in = self.hook_attn_in(attn_in.clone())
+        query_input = key_input = value_input = attn_in
+        if self.cfg.use_split_qkv_input:
+            query_input = self.hook_q_input(attn_in.clone())
+            key_input = self.hook_k_input(attn_in.clone())
+            value_input = self.hook_v_input(attn_in.clone())
+        if self.cfg.use_split_qkv_input:
+            query_input, key_input, value_input = (
+                self.ln1(query_input),
+                self.ln1(key_input),
+                self.ln1(value_input),
+            )
+        else:  # one input shared by q, k and v: normalise it once
+            query_input = key_input = value_input = self.ln1(attn_in)
+        attn_out = self.attn(query_input, key_input, value_input, key_padding_mask, past_kv)
+        attn_out = self.hook_attn_out(attn_out)
+        if self.cfg.attn_only:
+            return self.hook_resid_post(resid_pre + attn_out)
+
+        resid_mid = self.hook_resid_mid(resid_pre + attn_out)
+        mlp_in = self.hook_mlp_in(resid_mid.clone()) if self.cfg.use_hook_mlp_in else resid_mid
+        mlp_out = self.hook_mlp_out(self.mlp(self.ln2(mlp_in)))
+        return self.hook_resid_post(resid_mid + mlp_out)

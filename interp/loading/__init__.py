@@ -1,0 +1,1 @@
+"""Reading weights from other formats into a HookedTransformer."""

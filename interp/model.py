@@ -1,0 +1,484 @@
+"""HookedTransformer: a GPT-2-family model whose every activation is a named hook point."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from interp.components import Embed, LayerNorm, PosEmbed, TransformerBlock, Unembed
+from interp.config import HookedTransformerConfig
+from interp.hooks import HookedRootModule, HookPoint, NamesFilter
+from interp.kv_cache import KeyValueCache
+from interp.sampling import sample_next_token
+from interp.tokenizers import get_tokenizer
+
+TextOrTokens = str | Sequence[str] | Int[Tensor, "batch pos"] | Int[Tensor, " pos"]
+ReturnType = Literal["logits", "loss", "both", None]
+_BLOCK_HOOK = re.compile(r"^blocks\.(\d+)\.")
+
+
+class HookedTransformer(HookedRootModule):
+    """A GPT-2-style transformer with TransformerLens's hook names and parameter layout.
+
+    Example:
+        >>> model = HookedTransformer(cfg, tokenizer=interp.get_tokenizer("gpt2"))
+        >>> logits, cache = model.run_with_cache("The cat sat on the mat")
+        >>> cache["pattern", 0].shape   # [batch, head, query_pos, key_pos]
+    """
+
+    def __init__(
+        self,
+        cfg: HookedTransformerConfig | dict[str, Any],
+        tokenizer: Any = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(cfg, dict):
+            cfg = HookedTransformerConfig(**cfg)
+        self.cfg = cfg
+        self.tokenizer = get_tokenizer(tokenizer) if tokenizer is not None else None
+        self.embed = Embed(cfg)
+        self.hook_embed = HookPoint()  # [batch, pos, d_model]
+        self.pos_embed = PosEmbed(cfg)
+        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
+        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
+        self.ln_final = LayerNorm(cfg) if cfg.normalization_type else nn.Identity()
+        self.unembed = Unembed(cfg)
+        self.init_weights()
+        self.setup()
+        if cfg.device is not None:
+            self.to(cfg.device)
+
+    def init_weights(self) -> None:
+        """GPT-2's initialisation: weights ~ N(0, init_range), biases 0, norms 1."""
+        generator = (
+            torch.Generator().manual_seed(self.cfg.seed) if self.cfg.seed is not None else None
+        )
+        for name, param in self.named_parameters():
+            if name.split(".")[-1].startswith("W_"):
+                with torch.no_grad():
+                    values = torch.randn(param.shape, generator=generator, dtype=torch.float32)
+                    param.copy_(values * self.cfg.init_range)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.W_E.device
+
+    # ------------------------------------------------------------------------ forward
+    def forward(
+        self,
+        input: TextOrTokens | Float[Tensor, "batch pos d_model"],
+        return_type: ReturnType = "logits",
+        loss_per_token: bool = False,
+        prepend_bos: bool | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        start_at_layer: int | None = None,
+        stop_at_layer: int | None = None,
+        tokens: Int[Tensor, "batch pos"] | None = None,
+        past_kv_cache: KeyValueCache | None = None,
+    ) -> Any:
+        """Run the model on text, tokens, or (with ``start_at_layer``) a residual stream.
+
+        Returns logits [batch, pos, d_vocab], the mean next-token loss (or per token,
+        [batch, pos - 1], with ``loss_per_token``), both, or None. With ``stop_at_layer=k``
+        returns the residual stream entering block k, [batch, pos, d_model].
+        ``attention_mask`` (1 = token, 0 = padding) supports left-padded batches.
+        """
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError(
+                f"return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}."
+            )
+        start = self._layer_index(start_at_layer, "start_at_layer", default=0)
+        stop = self._layer_index(stop_at_layer, "stop_at_layer", default=self.cfg.n_layers)
+        past_len = past_kv_cache.length if past_kv_cache is not None else 0
+
+        if start_at_layer is None:
+            if isinstance(input, (str, list, tuple)):
+                if attention_mask is not None:
+                    raise ValueError("Pass attention_mask with token ids, not with text.")
+                tokens, attention_mask = self._tokenize(input, prepend_bos, padding_side="right")
+            else:
+                tokens = self._check_tokens(input, past_len)
+            if past_kv_cache is not None:
+                attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, tokens)
+            residual = self.embed_tokens(tokens, attention_mask, past_len)
+        else:
+            residual = input
+        key_padding_mask = (
+            attention_mask.bool()
+            if attention_mask is not None and not attention_mask.all()
+            else None
+        )
+
+        for index in range(start, stop):
+            past_kv = past_kv_cache[index] if past_kv_cache is not None else None
+            residual = self.blocks[index](residual, key_padding_mask, past_kv)
+        if stop_at_layer is not None:
+            return residual
+        if return_type is None:
+            return None
+
+        logits = self.unembed(self.ln_final(residual))  # [batch, pos, d_vocab]
+        if return_type == "logits":
+            return logits
+        if tokens is None:
+            raise ValueError("return_type='loss' with start_at_layer needs tokens=.")
+        loss = lm_cross_entropy_loss(logits, tokens, attention_mask, loss_per_token)
+        return loss if return_type == "loss" else (logits, loss)
+
+    def embed_tokens(
+        self,
+        tokens: Int[Tensor, "batch pos"],
+        attention_mask: Int[Tensor, "batch all_pos"] | None = None,
+        past_len: int = 0,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """Token plus position embeddings; left padding shifts each text to start at position 0."""
+        batch, n_new = tokens.shape
+        if attention_mask is not None:
+            positions = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)[:, past_len:]
+        else:
+            positions = torch.arange(past_len, past_len + n_new, device=tokens.device)
+            positions = positions.expand(batch, n_new)
+        return self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(positions))
+
+    def _layer_index(self, layer: int | None, what: str, default: int) -> int:
+        if layer is None:
+            return default
+        n = self.cfg.n_layers
+        if not -n <= layer <= n:
+            raise ValueError(f"{what}={layer} is out of range for a {n}-layer model.")
+        return layer % n if layer < 0 else layer
+
+    def _check_tokens(self, tokens: Any, past_len: int = 0) -> Int[Tensor, "batch pos"]:
+        if not isinstance(tokens, Tensor):
+            raise TypeError(f"Expected text or a tensor of token ids, got {type(tokens).__name__}.")
+        if tokens.is_floating_point() or tokens.is_complex():
+            raise TypeError(
+                f"Token ids must be an integer tensor, got {tokens.dtype}; "
+                "to feed a residual stream, pass start_at_layer."
+            )
+        if tokens.ndim == 1:
+            tokens = tokens[None]
+        if tokens.ndim != 2:
+            raise ValueError(f"Token ids must be [batch, pos], got shape {tuple(tokens.shape)}.")
+        if tokens.numel() == 0:
+            raise ValueError(
+                f"Empty input (token shape {tuple(tokens.shape)}): pass at least one token."
+            )
+        if past_len + tokens.shape[1] > self.cfg.n_ctx:
+            raise ValueError(
+                f"Sequence of {past_len + tokens.shape[1]} tokens is longer than the model's "
+                f"context n_ctx={self.cfg.n_ctx}; truncate it (e.g. tokens[:, -{self.cfg.n_ctx}:])."
+            )
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= self.cfg.d_vocab:
+            bad = low if low < 0 else high
+            raise ValueError(
+                f"Token id {bad} is outside the vocabulary [0, {self.cfg.d_vocab}); "
+                "check that the tokens come from this model's tokenizer."
+            )
+        return tokens.to(self.device)
+
+    @staticmethod
+    def _extend_cached_mask(
+        kv_cache: KeyValueCache, new_mask: Tensor | None, tokens: Tensor
+    ) -> Tensor | None:
+        """The padding mask over cached plus new positions, remembered in the cache."""
+        if new_mask is not None and new_mask.shape[-1] == kv_cache.length + tokens.shape[1]:
+            new_mask = new_mask[:, kv_cache.length :]  # caller passed the whole mask
+        if new_mask is None and kv_cache.attention_mask is None:
+            return None
+        if new_mask is None:
+            new_mask = torch.ones_like(tokens)
+        if kv_cache.attention_mask is not None:
+            new_mask = torch.cat([kv_cache.attention_mask, new_mask.to(tokens.device)], dim=1)
+        kv_cache.attention_mask = new_mask
+        return new_mask
+
+    # -------------------------------------------------------------------- run_with_cache
+    def run_with_cache(self, *model_args: Any, names_filter: NamesFilter = None, **kwargs: Any):
+        """``HookedRootModule.run_with_cache``, plus early exit: with ``return_type=None`` the
+        forward stops after the last block that any cached hook lives in.
+
+        Example:
+            >>> _, cache = model.run_with_cache(tokens, names_filter="blocks.1.hook_resid_post",
+            ...                                 return_type=None)   # runs blocks 0 and 1 only
+        """
+        if kwargs.get("return_type", "logits") is None and kwargs.get("stop_at_layer") is None:
+            kwargs["stop_at_layer"] = self.last_layer_needed(self.hook_names(names_filter))
+        return super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+
+    def last_layer_needed(self, hook_names: Sequence[str]) -> int | None:
+        """How many blocks must run to reach every named hook (None: the whole model)."""
+        needed = 0
+        for name in hook_names:
+            if name in ("hook_embed", "hook_pos_embed"):
+                continue
+            match = _BLOCK_HOOK.match(name)
+            if match is None:
+                return None
+            needed = max(needed, int(match.group(1)) + 1)
+        return None if needed == self.cfg.n_layers else needed
+
+    # ------------------------------------------------------------------ tokens in and out
+    def _require_tokenizer(self) -> Any:
+        if self.tokenizer is None:
+            raise ValueError(
+                "This model has no tokenizer; pass token ids, or build it with "
+                "HookedTransformer(cfg, tokenizer=interp.get_tokenizer('gpt2'))."
+            )
+        return self.tokenizer
+
+    def _tokenize(
+        self,
+        text: str | Sequence[str],
+        prepend_bos: bool | None,
+        padding_side: Literal["left", "right"],
+    ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"] | None]:
+        """Token ids for one text or a batch, padded, with a mask when padding was needed."""
+        tokenizer = self._require_tokenizer()
+        texts = [text] if isinstance(text, str) else list(text)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("Expected a string or a non-empty list of strings.")
+        if prepend_bos is None:
+            prepend_bos = self.cfg.default_prepend_bos and tokenizer.bos_token_id is not None
+        if prepend_bos and tokenizer.bos_token_id is None:
+            raise ValueError("This tokenizer has no BOS token; pass prepend_bos=False.")
+        bos = [tokenizer.bos_token_id] if prepend_bos else []
+        ids = [bos + tokenizer.encode(t) for t in texts]
+        longest = max(len(i) for i in ids)
+        if longest == 0:
+            raise ValueError("Empty input: the text has no tokens.")
+        pad = [tokenizer.pad_token_id]
+        padded = [
+            (i + pad * (longest - len(i)))
+            if padding_side == "right"
+            else (pad * (longest - len(i)) + i)
+            for i in ids
+        ]
+        tokens = self._check_tokens(torch.tensor(padded))
+        if all(len(i) == longest for i in ids):
+            return tokens, None
+        mask = [
+            ([1] * len(i) + [0] * (longest - len(i)))
+            if padding_side == "right"
+            else ([0] * (longest - len(i)) + [1] * len(i))
+            for i in ids
+        ]
+        return tokens, torch.tensor(mask, device=self.device)
+
+    def to_tokens(
+        self,
+        input: str | Sequence[str],
+        prepend_bos: bool | None = None,
+        padding_side: Literal["left", "right"] = "right",
+    ) -> Int[Tensor, "batch pos"]:
+        """Token ids [batch, pos] on the model's device, BOS first by default (GPT-2).
+
+        Example:
+            >>> model.to_tokens("Hello world")
+            tensor([[50256, 15496,   995]])
+        """
+        return self._tokenize(input, prepend_bos, padding_side)[0]
+
+    def to_str_tokens(
+        self, input: str | Tensor | Sequence[int] | Sequence[str], prepend_bos: bool | None = None
+    ) -> list[str] | list[list[str]]:
+        """Each token's text. A list of strings gives a list of lists.
+
+        Example:
+            >>> model.to_str_tokens("Hello world")
+            ['<|endoftext|>', 'Hello', ' world']
+        """
+        tokenizer = self._require_tokenizer()
+        if isinstance(input, (list, tuple)) and input and isinstance(input[0], str):
+            return [self.to_str_tokens(text, prepend_bos) for text in input]
+        if isinstance(input, str):
+            ids = self.to_tokens(input, prepend_bos)[0]
+        else:
+            ids = torch.as_tensor(input)
+            if ids.ndim == 2:
+                if ids.shape[0] != 1:
+                    return [self.to_str_tokens(row) for row in ids]
+                ids = ids[0]
+        return [tokenizer.token_str(int(i)) for i in ids]
+
+    def to_string(self, tokens: Int[Tensor, "... pos"] | Sequence[int]) -> str | list[str]:
+        """Decode token ids; a [batch, pos] tensor gives one string per row."""
+        tokenizer = self._require_tokenizer()
+        tokens = torch.as_tensor(tokens)
+        if tokens.ndim == 2:
+            return [tokenizer.decode(row.tolist()) for row in tokens]
+        return tokenizer.decode(tokens.tolist())
+
+    def to_single_token(self, string: str) -> int:
+        """The id of a string that is exactly one token (e.g. ``" Mary"``)."""
+        ids = self._require_tokenizer().encode(string)
+        if len(ids) != 1:
+            raise ValueError(f"{string!r} is {len(ids)} tokens, not one: {ids}.")
+        return ids[0]
+
+    # ------------------------------------------------------------------------ generate
+    @torch.no_grad()
+    def generate(
+        self,
+        input: str | Sequence[str] | Int[Tensor, "batch pos"],
+        max_new_tokens: int = 10,
+        do_sample: bool = True,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        stop_at_eos: bool = True,
+        use_past_kv_cache: bool = True,
+        prepend_bos: bool | None = None,
+        seed: int | None = None,
+        return_type: Literal["input", "str", "tokens"] = "input",
+        verbose: bool = False,
+    ) -> str | list[str] | Int[Tensor, "batch pos"]:
+        """Continue text or tokens. Greedy when ``do_sample=False``; otherwise samples with
+        temperature, top-k and top-p. Hooks attached to the model fire at every step.
+
+        Returns text for text input (``return_type="input"``) and tokens for tokens.
+
+        Example:
+            >>> model.generate("ROMEO:", max_new_tokens=50, temperature=0.8, seed=0)
+        """
+        if isinstance(input, (str, list, tuple)):
+            tokens, mask = self._tokenize(input, prepend_bos, padding_side="left")
+        else:
+            tokens, mask = self._check_tokens(input), None
+        # Where each row's text starts, after left padding and BOS, for decoding.
+        n_padding = (mask == 0).sum(dim=1).tolist() if mask is not None else [0] * len(tokens)
+        bos_prepended = not isinstance(input, Tensor) and (
+            prepend_bos
+            if prepend_bos is not None
+            else self.cfg.default_prepend_bos and self.tokenizer.bos_token_id is not None
+        )
+        prompt_starts = [n + int(bos_prepended) for n in n_padding]
+        if tokens.shape[1] + max_new_tokens > self.cfg.n_ctx:
+            raise ValueError(
+                f"{tokens.shape[1]} prompt tokens + max_new_tokens={max_new_tokens} exceed "
+                f"n_ctx={self.cfg.n_ctx}; shorten the prompt or generate fewer tokens."
+            )
+        generator = torch.Generator(self.device).manual_seed(seed) if seed is not None else None
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=self.device)
+        kv_cache = KeyValueCache.empty(self.cfg.n_layers) if use_past_kv_cache else None
+        step_input, all_mask = tokens, mask
+        for _ in tqdm(range(max_new_tokens), disable=not verbose):
+            if kv_cache is not None:
+                logits = self(step_input, attention_mask=mask, past_kv_cache=kv_cache)
+                mask = None  # the cache remembers the padding
+            else:
+                logits = self(tokens, attention_mask=all_mask)
+            next_token = sample_next_token(
+                logits[:, -1], do_sample, temperature, top_k, top_p, generator
+            )
+            if stop_at_eos and eos is not None:
+                next_token = torch.where(finished, eos, next_token)
+                finished |= next_token == eos
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+            step_input = next_token[:, None]
+            if all_mask is not None:
+                all_mask = F.pad(all_mask, (0, 1), value=1)
+            if stop_at_eos and eos is not None and finished.all():
+                break
+        if return_type == "tokens" or (return_type == "input" and isinstance(input, Tensor)):
+            return tokens
+        texts = [
+            self.to_string(row[start:]) for row, start in zip(tokens, prompt_starts, strict=True)
+        ]
+        return texts[0] if isinstance(input, str) else texts
+
+    # --------------------------------------------------------------------- weight views
+    def _stack(self, path: str) -> Tensor:
+        """One parameter of every block, stacked on a leading layer axis."""
+        return torch.stack([block.get_parameter(path) for block in self.blocks])
+
+    @property
+    def W_E(self) -> Float[Tensor, "d_vocab d_model"]:
+        return self.embed.W_E
+
+    @property
+    def W_pos(self) -> Float[Tensor, "n_ctx d_model"]:
+        return self.pos_embed.W_pos
+
+    @property
+    def W_U(self) -> Float[Tensor, "d_model d_vocab"]:
+        return self.unembed.W_U
+
+    @property
+    def b_U(self) -> Float[Tensor, " d_vocab"]:
+        return self.unembed.b_U
+
+    @property
+    def W_Q(self) -> Float[Tensor, "n_layers n_heads d_model d_head"]:
+        return self._stack("attn.W_Q")
+
+    @property
+    def W_K(self) -> Float[Tensor, "n_layers n_heads d_model d_head"]:
+        return self._stack("attn.W_K")
+
+    @property
+    def W_V(self) -> Float[Tensor, "n_layers n_heads d_model d_head"]:
+        return self._stack("attn.W_V")
+
+    @property
+    def W_O(self) -> Float[Tensor, "n_layers n_heads d_head d_model"]:
+        return self._stack("attn.W_O")
+
+    @property
+    def b_Q(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        return self._stack("attn.b_Q")
+
+    @property
+    def b_K(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        return self._stack("attn.b_K")
+
+    @property
+    def b_V(self) -> Float[Tensor, "n_layers n_heads d_head"]:
+        return self._stack("attn.b_V")
+
+    @property
+    def b_O(self) -> Float[Tensor, "n_layers d_model"]:
+        return self._stack("attn.b_O")
+
+    @property
+    def W_in(self) -> Float[Tensor, "n_layers d_model d_mlp"]:
+        return self._stack("mlp.W_in")
+
+    @property
+    def W_out(self) -> Float[Tensor, "n_layers d_mlp d_model"]:
+        return self._stack("mlp.W_out")
+
+    @property
+    def b_in(self) -> Float[Tensor, "n_layers d_mlp"]:
+        return self._stack("mlp.b_in")
+
+    @property
+    def b_out(self) -> Float[Tensor, "n_layers d_model"]:
+        return self._stack("mlp.b_out")
+
+
+def lm_cross_entropy_loss(
+    logits: Float[Tensor, "batch pos d_vocab"],
+    tokens: Int[Tensor, "batch pos"],
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+    per_token: bool = False,
+) -> Float[Tensor, ""] | Float[Tensor, "batch pos-1"]:
+    """Next-token cross-entropy; padding positions are left out of the mean (and zero per token)."""
+    if tokens.shape[1] < 2:
+        raise ValueError("The loss needs at least two tokens (it predicts each next one).")
+    log_probs = logits[:, :-1].float().log_softmax(dim=-1)
+    losses = -log_probs.gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, pos - 1]
+    if attention_mask is None:
+        return losses if per_token else losses.mean()
+    counted = (attention_mask[:, 1:] * attention_mask[:, :-1]).to(losses.dtype)
+    losses = losses * counted
+    return losses if per_token else losses.sum() / counted.sum()
