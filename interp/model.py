@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -69,6 +70,17 @@ class HookedTransformer(HookedRootModule):
     @property
     def device(self) -> torch.device:
         return self.embed.W_E.device
+
+    def save(self, folder: str | Path) -> Path:
+        """Save config, tokenizer and weights to ``folder`` in interp's native format
+        (``interp.loading.native``); ``interp.loading.native.load_native`` reads it back.
+
+        Example:
+            >>> model.save("checkpoints/my-model")
+        """
+        from interp.loading.native import save_native
+
+        return save_native(self, folder)
 
     # ------------------------------------------------------------------------ forward
     def forward(

@@ -1,0 +1,101 @@
+"""interp's own checkpoint format: a folder with ``config.json`` and ``model.safetensors``.
+
+``config.json`` is ``HookedTransformerConfig.to_dict()`` plus two keys: ``tokenizer`` (the
+spec of ``interp.tokenizers.tokenizer_to_dict``, or null) and ``interp_format`` (the format
+version, which tells these folders apart from Hugging Face ones). ``model.safetensors`` holds
+the state dict in the model's own dtype, so a save and a load round-trip bit-exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from interp.config import HookedTransformerConfig
+from interp.tokenizers import tokenizer_from_dict, tokenizer_to_dict
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+FORMAT_VERSION = 1
+
+
+def save_native(model: Any, folder: str | Path) -> Path:
+    """Write ``model`` (a HookedTransformer) to ``folder`` as config.json + model.safetensors.
+
+    The tokenizer is saved when it is GPT-2's or a ``CharTokenizer``; any other tokenizer
+    is left out (pass it again to ``load_native``'s caller by setting ``model.tokenizer``).
+
+    Example:
+        >>> save_native(model, "checkpoints/my-model")
+        PosixPath('checkpoints/my-model')
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = model.cfg.to_dict()
+    config["tokenizer"] = tokenizer_to_dict(model.tokenizer)
+    config["interp_format"] = FORMAT_VERSION
+    state_dict = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    save_file(state_dict, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def is_native_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a checkpoint written by ``save_native`` (not a Hugging Face one).
+
+    Example:
+        >>> is_native_folder("checkpoints/my-model")
+        True
+    """
+    config_path = Path(folder) / CONFIG_FILE
+    if not (config_path.is_file() and (Path(folder) / WEIGHTS_FILE).is_file()):
+        return False
+    return "interp_format" in json.loads(config_path.read_text(encoding="utf-8"))
+
+
+def load_native(
+    folder: str | Path,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+) -> Any:
+    """The HookedTransformer saved in ``folder`` by ``save_native``, with its tokenizer.
+
+    Weights keep their saved dtype unless ``dtype`` is given; they load straight onto
+    ``device`` (default CPU).
+
+    Example:
+        >>> model = load_native("checkpoints/my-model", device="cuda", dtype=torch.bfloat16)
+    """
+    from interp.model import HookedTransformer
+
+    folder = Path(folder)
+    if not is_native_folder(folder):
+        raise FileNotFoundError(
+            f"{folder} is not an interp checkpoint: it needs {CONFIG_FILE} (with an "
+            f"'interp_format' key) and {WEIGHTS_FILE}, as written by save_native / model.save."
+        )
+    config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    version = config.pop("interp_format")
+    if version > FORMAT_VERSION:
+        raise ValueError(
+            f"{folder} uses checkpoint format {version}; this interp reads up to "
+            f"{FORMAT_VERSION}. Upgrade interp."
+        )
+    tokenizer_spec = config.pop("tokenizer", None)
+    cfg = HookedTransformerConfig.from_dict(config)
+    if dtype is not None:
+        cfg.dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    state_dict = load_file(str(folder / WEIGHTS_FILE), device=str(device or "cpu"))
+    state_dict = {name: tensor.to(cfg.dtype) for name, tensor in state_dict.items()}
+    tokenizer = tokenizer_from_dict(tokenizer_spec) if tokenizer_spec is not None else None
+    # Build without memory or random initialisation, then take the saved tensors as they are.
+    cfg.device = None
+    with torch.device("meta"):
+        model = HookedTransformer(cfg, tokenizer=tokenizer)
+    model.load_state_dict(state_dict, assign=True)
+    model.cfg.device = str(device) if device is not None else None
+    return model
