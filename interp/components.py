@@ -113,7 +113,7 @@ class Attention(nn.Module):
         self.hook_attn_scores = HookPoint()  # [batch, n_heads, query_pos, key_pos]
         self.hook_pattern = HookPoint()  # [batch, n_heads, query_pos, key_pos]
         self.hook_z = HookPoint()  # [batch, pos, n_heads, d_head]
-        self.hook_result = HookPoint()  # [batch, pos, n_heads, d_model], if use_attn_result
+        # hook_result [batch, pos, n_heads, d_model] exists when cfg.use_attn_result is on.
 
     def project(
         self,
@@ -224,6 +224,17 @@ class Unembed(nn.Module):
         return affine(x, self.W_U, self.b_U)
 
 
+# Opt-in hook points: config flag -> (the module that holds them, their names).
+# hook_attn_in and the q/k/v inputs are [batch, pos, n_heads, d_model]; hook_mlp_in is
+# [batch, pos, d_model]; hook_result is [batch, pos, n_heads, d_model].
+OPT_IN_HOOKS = {
+    "use_attn_result": ("attn", ("hook_result",)),
+    "use_attn_in": ("block", ("hook_attn_in",)),
+    "use_split_qkv_input": ("block", ("hook_q_input", "hook_k_input", "hook_v_input")),
+    "use_hook_mlp_in": ("block", ("hook_mlp_in",)),
+}
+
+
 class TransformerBlock(nn.Module):
     """resid_pre -> (+ attention) resid_mid -> (+ MLP) resid_post; attention-only skips the MLP."""
 
@@ -235,19 +246,25 @@ class TransformerBlock(nn.Module):
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
-        if cfg.use_attn_in:
-            self.hook_attn_in = HookPoint()  # [batch, pos, n_heads, d_model]
-        if cfg.use_split_qkv_input:
-            self.hook_q_input = HookPoint()  # [batch, pos, n_heads, d_model]
-            self.hook_k_input = HookPoint()
-            self.hook_v_input = HookPoint()
         if not cfg.attn_only:
             self.ln2 = LayerNorm(cfg) if cfg.normalization_type else nn.Identity()
             self.mlp = MLP(cfg)
             self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
             self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
-            if cfg.use_hook_mlp_in:
-                self.hook_mlp_in = HookPoint()  # [batch, pos, d_model]
+        self.sync_opt_in_hooks()
+
+    def sync_opt_in_hooks(self) -> None:
+        """Create the opt-in hook points whose config flag is on and drop the others."""
+        for flag, (owner, names) in OPT_IN_HOOKS.items():
+            module = self.attn if owner == "attn" else self
+            wanted = getattr(self.cfg, flag) and not (
+                flag == "use_hook_mlp_in" and self.cfg.attn_only
+            )
+            for name in names:
+                if wanted and not hasattr(module, name):
+                    module.add_module(name, HookPoint())
+                elif not wanted and hasattr(module, name):
+                    delattr(module, name)
 
     def forward(
         self,
@@ -261,17 +278,10 @@ class TransformerBlock(nn.Module):
             attn_in = resid_pre[:, :, None, :].expand(-1, -1, self.cfg.n_heads, -1)
         if self.cfg.use_attn_in:
             attn_in = self.hook_attn_in(attn_in.clone())
-        query_input = key_input = value_input = attn_in
         if self.cfg.use_split_qkv_input:
-            query_input = self.hook_q_input(attn_in.clone())
-            key_input = self.hook_k_input(attn_in.clone())
-            value_input = self.hook_v_input(attn_in.clone())
-        if self.cfg.use_split_qkv_input:
-            query_input, key_input, value_input = (
-                self.ln1(query_input),
-                self.ln1(key_input),
-                self.ln1(value_input),
-            )
+            query_input = self.ln1(self.hook_q_input(attn_in.clone()))
+            key_input = self.ln1(self.hook_k_input(attn_in.clone()))
+            value_input = self.ln1(self.hook_v_input(attn_in.clone()))
         else:  # one input shared by q, k and v: normalise it once
             query_input = key_input = value_input = self.ln1(attn_in)
         attn_out = self.attn(query_input, key_input, value_input, key_padding_mask, past_kv)

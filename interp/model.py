@@ -13,6 +13,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from interp.analysis.factored_matrix import FactoredMatrix
 from interp.components import Embed, LayerNorm, PosEmbed, TransformerBlock, Unembed
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookedRootModule, HookPoint, NamesFilter
@@ -408,6 +409,29 @@ class HookedTransformer(HookedRootModule):
         ]
         return texts[0] if isinstance(input, str) else texts
 
+    # ----------------------------------------------------------------- opt-in hook points
+    def _set_opt_in_hooks(self, flag: str, use: bool) -> None:
+        setattr(self.cfg, flag, use)
+        for block in self.blocks:
+            block.sync_opt_in_hooks()
+        self.setup()
+
+    def set_use_attn_result(self, use: bool) -> None:
+        """Turn ``attn.hook_result`` (each head's output, [batch, pos, n_heads, d_model]) on/off."""
+        self._set_opt_in_hooks("use_attn_result", use)
+
+    def set_use_split_qkv_input(self, use: bool) -> None:
+        """Turn ``hook_q_input``/``hook_k_input``/``hook_v_input`` (per-head inputs) on/off."""
+        self._set_opt_in_hooks("use_split_qkv_input", use)
+
+    def set_use_attn_in(self, use: bool) -> None:
+        """Turn ``hook_attn_in`` (the per-head attention input) on/off."""
+        self._set_opt_in_hooks("use_attn_in", use)
+
+    def set_use_hook_mlp_in(self, use: bool) -> None:
+        """Turn ``hook_mlp_in`` (the MLP's input) on/off."""
+        self._set_opt_in_hooks("use_hook_mlp_in", use)
+
     # --------------------------------------------------------------------- weight views
     def _stack(self, path: str) -> Tensor:
         """One parameter of every block, stacked on a leading layer axis."""
@@ -476,6 +500,99 @@ class HookedTransformer(HookedRootModule):
     @property
     def b_out(self) -> Float[Tensor, "n_layers d_model"]:
         return self._stack("mlp.b_out")
+
+    # ------------------------------------------------------------- loading and processing
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = None,
+        fold_ln: bool = False,
+        center_writing_weights: bool = False,
+        center_unembed: bool = False,
+        fold_value_biases: bool = False,
+        refactor_factored_attn_matrices: bool = False,
+        tokenizer: Any = None,
+    ) -> HookedTransformer:
+        """A model from a folder saved by ``save``, a Hugging Face GPT-2 folder, or a hub id
+        (``"gpt2"``, ``"gpt2-medium"``, ..., read from the Hugging Face cache when offline).
+
+        No weight processing unless a flag asks for it, so logits equal Hugging Face's.
+        See ``interp.loading.pretrained.load_pretrained``.
+
+        Example:
+            >>> model = HookedTransformer.from_pretrained("gpt2", device="cuda")
+        """
+        from interp.loading.pretrained import load_pretrained
+
+        return load_pretrained(
+            name_or_path,
+            device=device,
+            dtype=dtype,
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            center_unembed=center_unembed,
+            fold_value_biases=fold_value_biases,
+            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+            tokenizer=tokenizer,
+        )
+
+    @classmethod
+    def from_nanogpt(
+        cls,
+        path: str | Path | dict[str, Any],
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = None,
+        tokenizer: Any = None,
+        model_args: dict[str, Any] | None = None,
+    ) -> HookedTransformer:
+        """A model from a nanoGPT ``train.py`` checkpoint (or a bare state dict, with
+        ``model_args={"n_head": ...}``). See ``interp.loading.nanogpt.load_nanogpt``.
+
+        Example:
+            >>> model = HookedTransformer.from_nanogpt("out/ckpt.pt")
+        """
+        from interp.loading.nanogpt import load_nanogpt
+
+        return load_nanogpt(path, device, dtype, tokenizer=tokenizer, model_args=model_args)
+
+    def process_weights_(
+        self,
+        fold_ln: bool = True,
+        center_writing_weights: bool = True,
+        center_unembed: bool = True,
+        fold_value_biases: bool = True,
+        refactor_factored_attn_matrices: bool = False,
+    ) -> HookedTransformer:
+        """Rewrite the weights in place without changing the log-probabilities (TransformerLens's
+        processing); returns the model. See ``interp.loading.processing``.
+
+        Example:
+            >>> model.process_weights_(fold_ln=True, center_unembed=False)
+        """
+        from interp.loading.processing import process_weights
+
+        return process_weights(
+            self,
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            center_unembed=center_unembed,
+            fold_value_biases=fold_value_biases,
+            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+        )
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        """Each head's QK circuit ``W_Q @ W_K^T``, never materialised:
+        [n_layers, n_heads, d_model, d_model]."""
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        """Each head's OV circuit ``W_V @ W_O``, never materialised:
+        [n_layers, n_heads, d_model, d_model]."""
+        return FactoredMatrix(self.W_V, self.W_O)
 
 
 def lm_cross_entropy_loss(

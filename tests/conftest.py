@@ -1,0 +1,59 @@
+"""Shared fixtures: small random-weight Hugging Face GPT-2 models and their interp twins."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from interp.loading.hf import from_hf_model
+
+
+def make_hf_gpt2(
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int = 4,
+    vocab_size: int = 1000,
+    n_positions: int = 64,
+    activation_function: str = "gelu_new",
+    seed: int = 0,
+    n_inner: int | None = None,
+) -> transformers.GPT2LMHeadModel:
+    """A random GPT2LMHeadModel in eval mode, eager attention (so it can return patterns)."""
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        vocab_size=vocab_size,
+        n_positions=n_positions,
+        n_inner=n_inner,
+        activation_function=activation_function,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=vocab_size - 1,
+        eos_token_id=vocab_size - 1,
+    )
+    config._attn_implementation = "eager"
+    model = transformers.GPT2LMHeadModel(config).eval()
+    # Random (not the init's zero) biases and norm weights, so every parameter is exercised.
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias") or "ln" in name:
+                param.add_(torch.randn_like(param) * 0.1)
+    return model
+
+
+@pytest.fixture
+def hf_and_model():
+    """A small random HF GPT-2 and the same weights as a HookedTransformer."""
+    hf_model = make_hf_gpt2()
+    return hf_model, from_hf_model(hf_model, tokenizer=None).eval()
+
+
+@pytest.fixture
+def gpt2_model():
+    """A small random model with the offline GPT-2 tokenizer (full 50257-token vocabulary)."""
+    hf_model = make_hf_gpt2(vocab_size=50257, n_positions=128, n_embd=32, n_head=2)
+    return from_hf_model(hf_model, tokenizer="gpt2").eval()
