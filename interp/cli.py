@@ -1,0 +1,260 @@
+"""The ``interp`` command: a report on a shipped model, a report on any model, its hook points.
+
+    interp demo [--out FILE]
+    interp report --model NAME_OR_PATH --prompt TEXT [--corrupted TEXT] --out FILE
+    interp hooks --model NAME_OR_PATH
+
+Exit codes: 0 success, 1 runtime error (a model that cannot be loaded, a prompt the model
+cannot take), 2 usage error (bad or missing arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+import interp
+from interp.model import HookedTransformer
+
+DEMO_MODEL = "attn-only-2l"
+# Repeated text: an induction head predicts " dog" from the first copy; the corrupted prompt
+# changes that first copy to " cat", so patching shows where the model reads it.
+DEMO_PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy"
+DEMO_CORRUPTED = (
+    "The quick brown fox jumps over the lazy cat. The quick brown fox jumps over the lazy"
+)
+DEMO_ANSWERS = (" dog", " cat")
+RANDOM_MODEL_WARNING = (
+    "This is an UNTRAINED model with random weights (seed 0): the shipped model "
+    f"{DEMO_MODEL!r} is not available in this install, so attention patterns and scores "
+    "show no learned behaviour."
+)
+
+
+class CommandError(Exception):
+    """A failure to report on stderr with exit code 1 (no traceback)."""
+
+
+def random_demo_model() -> HookedTransformer:
+    """A fixed-seed, untrained two-layer attention-only model with GPT-2's tokenizer.
+
+    Example:
+        >>> random_demo_model().cfg.model_name
+        'random-attn-only-2l (untrained, seed 0)'
+    """
+    cfg = interp.HookedTransformerConfig(
+        n_layers=2,
+        d_model=64,
+        n_heads=4,
+        d_vocab=50257,
+        n_ctx=256,
+        attn_only=True,
+        seed=0,
+        model_name="random-attn-only-2l (untrained, seed 0)",
+    )
+    return HookedTransformer(cfg, tokenizer=interp.get_tokenizer("gpt2"))
+
+
+def demo_model() -> tuple[HookedTransformer, list[str]]:
+    """The demo's model and the warnings to show with it: the shipped ``attn-only-2l``, or
+    the random stand-in (clearly labelled) where this install ships no models.
+
+    Example:
+        >>> model, warnings = demo_model()
+    """
+    if hasattr(interp, "load_model"):
+        return interp.load_model(DEMO_MODEL), []
+    return random_demo_model(), [RANDOM_MODEL_WARNING]
+
+
+def load_named_model(name_or_path: str) -> HookedTransformer:
+    """A shipped model by name (``interp.load_model``), or a checkpoint folder or hub id
+    (``HookedTransformer.from_pretrained``); a clear ``CommandError`` when neither can.
+
+    Example:
+        >>> load_named_model("attn-only-2l"); load_named_model("checkpoints/my-model")
+    """
+    shipped = interp.list_models() if hasattr(interp, "list_models") else []
+    if name_or_path in shipped:
+        return interp.load_model(name_or_path)
+    from_pretrained = getattr(HookedTransformer, "from_pretrained", None)
+    if Path(name_or_path).exists():
+        if from_pretrained is not None:
+            return from_pretrained(name_or_path)
+        from interp.loading.native import is_native_folder, load_native
+
+        if is_native_folder(name_or_path):
+            return load_native(name_or_path)
+        raise CommandError(
+            f"{name_or_path} is not an interp checkpoint folder, and this install has no "
+            "HookedTransformer.from_pretrained to read other formats."
+        )
+    known = f"shipped models: {', '.join(shipped) if shipped else 'none in this install'}"
+    if from_pretrained is None:
+        raise CommandError(
+            f"Unknown model {name_or_path!r}: not a shipped model ({known}) and no such "
+            "folder. Pass a shipped model's name or the path of a checkpoint folder."
+        )
+    try:
+        return from_pretrained(name_or_path)
+    except Exception as error:
+        raise CommandError(
+            f"Could not load {name_or_path!r}: not a shipped model ({known}), no such folder, "
+            f"and HookedTransformer.from_pretrained failed: {error}"
+        ) from error
+
+
+def _report(
+    model: HookedTransformer,
+    prompt: str,
+    out: Path,
+    corrupted: str | None,
+    answers: tuple[str | None, str | None],
+    warnings: list[str],
+) -> None:
+    from interp.viz.report import summary_text, write_report
+
+    path, analysis = write_report(
+        model, prompt, out, corrupted, answers[0], answers[1], warnings=warnings
+    )
+    print(f"report written to {path.resolve()}")
+    print(summary_text(analysis))
+
+
+def run_demo(args: argparse.Namespace) -> None:
+    model, warnings = demo_model()
+    _report(model, DEMO_PROMPT, args.out, DEMO_CORRUPTED, DEMO_ANSWERS, warnings)
+
+
+def run_report(args: argparse.Namespace) -> None:
+    model = load_named_model(args.model)
+    answers = (args.answer, args.wrong_answer)
+    _report(model, args.prompt, args.out, args.corrupted, answers, [])
+
+
+def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | None]]:
+    """Every hook point's name and its activation's shape on a batch of one 1-token sequence
+    (None for opt-in hooks this model's config leaves off), in model order.
+
+    Example:
+        >>> hook_shapes(model)[:2]
+        [('hook_embed', (1, 1, 64)), ('hook_pos_embed', (1, 1, 64))]
+    """
+    tokens = torch.zeros(1, 1, dtype=torch.long, device=model.device)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+    return [(name, tuple(cache[name].shape) if name in cache else None) for name in model.hook_dict]
+
+
+def run_hooks(args: argparse.Namespace) -> None:
+    model = load_named_model(args.model)
+    shapes = hook_shapes(model)
+    width = max(len(name) for name, _ in shapes)
+    print(f"{len(shapes)} hook points of {model.cfg.model_name}; shapes for 1 sequence of 1 token")
+    for name, shape in shapes:
+        shown = list(shape) if shape is not None else "(opt-in, off in this config)"
+        print(f"{name:<{width}}  {shown}")
+
+
+def _text(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def _out_file(value: str) -> Path:
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a folder; give a file name like report.html")
+    return path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="interp",
+        description="Mechanistic interpretability for GPT-2-family models: offline HTML "
+        "reports (attention heads, logit lens, head scores, patching) and hook listings.",
+        epilog="Exit codes: 0 ok, 1 runtime error, 2 usage error.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = commands.add_parser(
+        "demo",
+        help="write the report for a shipped model on a built-in prompt",
+        description=f"Load the shipped {DEMO_MODEL!r} model and write the HTML report for a "
+        "repeated-text prompt (with a corrupted version for patching); print a summary.",
+    )
+    demo.add_argument(
+        "--out",
+        type=_out_file,
+        default=Path("interp_demo_report.html"),
+        help="where to write the report (default: %(default)s)",
+    )
+    demo.set_defaults(run=run_demo)
+
+    report = commands.add_parser(
+        "report",
+        help="write the HTML report for a model and prompt",
+        description="Write a self-contained HTML report: tokens, prediction, every layer's "
+        "attention heads, the logit lens, head scores, and with --corrupted a patching heatmap.",
+    )
+    report.add_argument(
+        "--model",
+        required=True,
+        help="a shipped model name or a checkpoint folder (interp or Hugging Face format)",
+    )
+    report.add_argument("--prompt", required=True, type=_text, help="the text to analyse")
+    report.add_argument(
+        "--corrupted",
+        type=_text,
+        help="a corrupted prompt with the same "
+        "number of tokens; adds a residual-stream patching heatmap",
+    )
+    report.add_argument(
+        "--answer",
+        type=_text,
+        help="the token the clean prompt should "
+        "predict (default: its top prediction), e.g. ' Mary'",
+    )
+    report.add_argument(
+        "--wrong-answer",
+        type=_text,
+        help="the competing token (default: the corrupted prompt's top prediction), e.g. ' John'",
+    )
+    report.add_argument("--out", required=True, type=_out_file, help="the HTML file to write")
+    report.set_defaults(run=run_report)
+
+    hooks = commands.add_parser(
+        "hooks",
+        help="list every hook point of a model with its shape",
+        description="List every hook point name with the shape of its activation on a "
+        "batch of one 1-token sequence.",
+    )
+    hooks.add_argument("--model", required=True, help="a shipped model name or checkpoint folder")
+    hooks.set_defaults(run=run_hooks)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``interp`` command; returns its exit code (0 ok, 1 runtime, 2 usage).
+
+    Example:
+        >>> main(["hooks", "--model", "attn-only-2l"])
+    """
+    args = build_parser().parse_args(argv)
+    if args.command == "report" and (args.answer or args.wrong_answer) and not args.corrupted:
+        build_parser().error("--answer and --wrong-answer need --corrupted")
+    try:
+        args.run(args)
+    except (CommandError, ValueError, KeyError, FileNotFoundError, RuntimeError, OSError) as error:
+        print(f"interp: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""Plotly helpers researchers write in every notebook: heatmaps, lines, scatters, and the
+standard interpretability figures (patching results, the logit lens, head scores).
+
+Every function returns a ``plotly.graph_objects.Figure``; ``save_html`` writes figures to one
+offline page with plotly.js inlined once, and ``save_image`` writes PNG/SVG where kaleido is
+installed. Token labels are escaped (plotly reads ``&lt;`` as a literal ``<``) and kept
+apart by position, so repeated tokens never merge into one axis category.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from jaxtyping import Float
+from plotly.subplots import make_subplots
+from torch import Tensor
+
+from interp.viz.html import escape_text, html_page, inline_script
+
+Array2D = Float[Tensor, "rows cols"] | np.ndarray
+DIVERGING_SCALE = "RdBu"  # TransformerLens's choice: negative red, zero white, positive blue
+FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
+
+
+def to_numpy(values: Tensor | np.ndarray | Sequence[float]) -> np.ndarray:
+    """A float64 numpy copy of a tensor (any device or dtype), array or list.
+
+    Example:
+        >>> to_numpy(torch.ones(2, 3, dtype=torch.bfloat16)).dtype
+        dtype('float64')
+    """
+    if isinstance(values, Tensor):
+        return values.detach().to("cpu").double().numpy()
+    return np.asarray(values, dtype=np.float64)
+
+
+def plot_label(text: str) -> str:
+    """A token or label as plotly shows it literally: escaped, whitespace made visible.
+
+    Example:
+        >>> plot_label("<b>\\n")
+        '&lt;b&gt;↵'
+    """
+    visible = str(text).replace("\n", "↵").replace("\t", "⇥")
+    return html.escape(visible, quote=False)
+
+
+def position_labels(tokens: Sequence[str]) -> list[str]:
+    """Axis labels that keep repeated tokens apart: each token with its position.
+
+    Example:
+        >>> position_labels(["<|endoftext|>", " cat"])
+        ['<|endoftext|>|0', ' cat|1']
+    """
+    return [f"{token}|{position}" for position, token in enumerate(tokens)]
+
+
+def _axis_labels(labels: Sequence[str] | None, size: int, what: str) -> list[str]:
+    if labels is None:
+        return [str(i) for i in range(size)]
+    if len(labels) != size:
+        raise ValueError(f"Got {len(labels)} {what} labels for {size} {what} entries.")
+    return [plot_label(label) for label in labels]
+
+
+def _check_2d(values: Array2D) -> np.ndarray:
+    array = to_numpy(values)
+    if array.ndim != 2:
+        raise ValueError(f"Expected a 2-D [rows, cols] tensor, got shape {array.shape}.")
+    return array
+
+
+def _style(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_layout(
+        title=plot_label(title),
+        template="plotly_white",
+        font=FONT,
+        height=height,
+        margin={"l": 70, "r": 30, "t": 60, "b": 60},
+    )
+    return fig
+
+
+def imshow(
+    values: Array2D,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    x_title: str = "",
+    y_title: str = "",
+    title: str = "",
+    diverging: bool = True,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    text: Sequence[Sequence[str]] | None = None,
+) -> go.Figure:
+    """A heatmap of ``values`` [rows, cols] with labelled axes; row 0 at the top.
+
+    ``diverging`` (default) uses a red-white-blue scale centred on zero; otherwise a
+    sequential scale from ``zmin`` to ``zmax``. ``text`` [rows][cols] is written in the cells.
+
+    Example:
+        >>> imshow(cache["pattern", 0][0, 3], x_labels=tokens, y_labels=tokens,
+        ...        x_title="key", y_title="query", title="L0H3", diverging=False)
+        >>> imshow(scores, y_labels=[f"L{l}" for l in range(n_layers)], x_title="head")
+    """
+    array = _check_2d(values)
+    rows, cols = array.shape
+    x_text = _axis_labels(x_labels, cols, "column")
+    y_text = _axis_labels(y_labels, rows, "row")
+    hover = [[f"{y_text[r]} / {x_text[c]}" for c in range(cols)] for r in range(rows)]
+    scale = {"colorscale": DIVERGING_SCALE, "zmid": 0.0} if diverging else {"colorscale": "Blues"}
+    heatmap = go.Heatmap(
+        z=np.where(np.isfinite(array), array, np.nan),
+        x=list(range(cols)),
+        y=list(range(rows)),
+        zmin=zmin,
+        zmax=zmax,
+        customdata=hover,
+        hovertemplate="%{customdata}<br>value: %{z:.4g}<extra></extra>",
+        text=[[plot_label(cell) for cell in row] for row in text] if text is not None else None,
+        texttemplate="%{text}" if text is not None else None,
+        textfont={"size": 10},
+        **scale,
+    )
+    fig = go.Figure(heatmap)
+    fig.update_xaxes(tickvals=list(range(cols)), ticktext=x_text, title=x_title, tickangle=-45)
+    fig.update_yaxes(
+        tickvals=list(range(rows)), ticktext=y_text, title=y_title, autorange="reversed"
+    )
+    row_height = 44 if text is not None else 28  # room for the cell text
+    return _style(fig, title, height=min(max(200 + row_height * rows, 360), 900))
+
+
+def line(
+    values: Float[Tensor, " n"] | Float[Tensor, "n_lines n"] | np.ndarray,
+    x_labels: Sequence[str] | None = None,
+    line_labels: Sequence[str] | None = None,
+    x_title: str = "",
+    y_title: str = "",
+    title: str = "",
+) -> go.Figure:
+    """One line per row of ``values`` ([n] or [n_lines, n]), named by ``line_labels``.
+
+    Example:
+        >>> line(loss_per_token[0], x_labels=tokens[1:], y_title="loss", title="Per-token loss")
+    """
+    array = to_numpy(values)
+    if array.ndim == 1:
+        array = array[None]
+    if array.ndim != 2:
+        raise ValueError(f"line() takes [n] or [n_lines, n] values, got shape {array.shape}.")
+    x_text = _axis_labels(x_labels, array.shape[1], "x")
+    names = _axis_labels(line_labels, array.shape[0], "line")
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=list(range(array.shape[1])),
+                y=row,
+                name=name,
+                mode="lines+markers",
+                customdata=x_text,
+                hovertemplate="%{customdata}: %{y:.4g}",
+            )
+            for row, name in zip(array, names, strict=True)
+        ]
+    )
+    fig.update_xaxes(tickvals=list(range(array.shape[1])), ticktext=x_text, title=x_title)
+    fig.update_yaxes(title=y_title)
+    fig.update_layout(showlegend=array.shape[0] > 1)
+    return _style(fig, title, height=420)
+
+
+def scatter(
+    x: Float[Tensor, " n"] | np.ndarray,
+    y: Float[Tensor, " n"] | np.ndarray,
+    point_labels: Sequence[str] | None = None,
+    x_title: str = "",
+    y_title: str = "",
+    title: str = "",
+) -> go.Figure:
+    """A scatter of ``y`` against ``x`` (both [n]); hovering a point shows its label.
+
+    Example:
+        >>> scatter(exact.flatten(), attribution.flatten(), point_labels=head_names,
+        ...         x_title="activation patching", y_title="attribution patching")
+    """
+    x_values, y_values = to_numpy(x).ravel(), to_numpy(y).ravel()
+    if x_values.shape != y_values.shape:
+        raise ValueError(f"x and y differ in size: {x_values.size} vs {y_values.size}.")
+    labels = _axis_labels(point_labels, x_values.size, "point")
+    fig = go.Figure(
+        go.Scatter(
+            x=x_values,
+            y=y_values,
+            mode="markers",
+            customdata=labels,
+            hovertemplate="%{customdata}<br>x: %{x:.4g}<br>y: %{y:.4g}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title)
+    return _style(fig, title, height=460)
+
+
+def patching_heatmap(
+    results: Float[Tensor, "n_layers pos"] | np.ndarray,
+    tokens: Sequence[str],
+    title: str = "Activation patching",
+    metric_name: str = "patched metric",
+) -> go.Figure:
+    """A layer x position patching result with the prompt's tokens on the x axis.
+
+    Example:
+        >>> results = interp.patching.get_act_patch_resid_pre(model, corrupted, cache, metric)
+        >>> patching_heatmap(results, model.to_str_tokens(clean_prompt))
+    """
+    array = _check_2d(results)
+    fig = imshow(
+        array,
+        x_labels=position_labels(tokens),
+        y_labels=[f"L{layer}" for layer in range(array.shape[0])],
+        x_title="position (token|index)",
+        y_title="layer",
+        title=title,
+    )
+    fig.update_traces(colorbar={"title": plot_label(metric_name)})
+    return fig
+
+
+def logit_lens_plot(
+    top_probs: Float[Tensor, "n_stages pos"] | np.ndarray,
+    top_tokens: Sequence[Sequence[str]],
+    stage_labels: Sequence[str],
+    tokens: Sequence[str],
+    title: str = "Logit lens: top prediction after each layer",
+) -> go.Figure:
+    """The top next-token prediction (written in the cell) and its probability (colour) at
+    every position after every stage (embeddings, each layer).
+
+    ``top_probs`` [n_stages, pos]; ``top_tokens`` [n_stages][pos] strings.
+
+    Example:
+        >>> logit_lens_plot(probs, predictions, ["embed", "L0", "L1"], model.to_str_tokens(p))
+    """
+    array = _check_2d(top_probs)
+    fig = imshow(
+        array,
+        x_labels=position_labels(tokens),
+        y_labels=stage_labels,
+        x_title="position (token|index)",
+        y_title="residual stream after",
+        title=title,
+        diverging=False,
+        zmin=0.0,
+        zmax=1.0,
+        text=top_tokens,
+    )
+    fig.update_traces(colorbar={"title": "top-1 prob"})
+    return fig
+
+
+def head_score_grid(
+    scores: Mapping[str, Float[Tensor, "n_layers n_heads"] | np.ndarray],
+    title: str = "Head scores",
+) -> go.Figure:
+    """One layer x head heatmap per score kind (e.g. previous-token, induction), side by
+    side, on a shared 0-1 scale; NaN cells (score undefined for the prompt) stay blank.
+
+    Example:
+        >>> head_score_grid({"previous token": prev, "induction": induction})
+    """
+    if not scores:
+        raise ValueError("head_score_grid needs at least one score matrix.")
+    arrays = {name: _check_2d(values) for name, values in scores.items()}
+    n_layers, n_heads = next(iter(arrays.values())).shape
+    fig = make_subplots(
+        rows=1,
+        cols=len(arrays),
+        subplot_titles=[plot_label(name) for name in arrays],
+        horizontal_spacing=0.08,
+    )
+    for column, (name, array) in enumerate(arrays.items(), start=1):
+        if array.shape != (n_layers, n_heads):
+            raise ValueError(f"Score {name!r} has shape {array.shape}, not {(n_layers, n_heads)}.")
+        fig.add_trace(
+            go.Heatmap(
+                z=array,
+                x=list(range(n_heads)),
+                y=list(range(n_layers)),
+                zmin=0.0,
+                zmax=1.0,
+                colorscale="Blues",
+                showscale=column == len(arrays),
+                name=plot_label(name),
+                text=[[f"{v:.2f}" if np.isfinite(v) else "" for v in row] for row in array],
+                texttemplate="%{text}",
+                hovertemplate="L%{y}H%{x}: %{z:.3f}<extra>" + plot_label(name) + "</extra>",
+            ),
+            row=1,
+            col=column,
+        )
+        fig.update_xaxes(title="head", tickvals=list(range(n_heads)), row=1, col=column)
+        fig.update_yaxes(
+            title="layer" if column == 1 else "",
+            tickvals=list(range(n_layers)),
+            ticktext=[f"L{layer}" for layer in range(n_layers)],
+            autorange="reversed",
+            row=1,
+            col=column,
+        )
+    return _style(fig, title, height=min(240 + 40 * n_layers, 700))
+
+
+def plotly_script() -> str:
+    """A ``<script>`` element with plotly.js (about 4.5 MB), to put once in a page's head.
+
+    Example:
+        >>> page_head = plotly_script()
+    """
+    from plotly.offline import get_plotlyjs
+
+    return inline_script(get_plotlyjs())
+
+
+def figure_fragment(fig: go.Figure) -> str:
+    """The ``<div>`` and script for one figure, for a page that already holds ``plotly_script()``.
+
+    Example:
+        >>> body = "".join(figure_fragment(fig) for fig in figures)
+    """
+    config = {"responsive": True, "displaylogo": False}
+    markup = pio.to_html(fig, include_plotlyjs=False, full_html=False, config=config)
+    return f"<div class='figure'>{markup}</div>"
+
+
+def save_html(figures: go.Figure | Sequence[go.Figure], path: str | Path, title: str = "") -> Path:
+    """Write one or more figures to a single offline HTML page (plotly.js inlined once).
+
+    Example:
+        >>> save_html([fig_a, fig_b], "figures.html", title="Patching results")
+    """
+    figures = [figures] if isinstance(figures, go.Figure) else list(figures)
+    body = f"<h1>{escape_text(title)}</h1>\n" if title else ""
+    body += "\n".join(figure_fragment(fig) for fig in figures)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html_page(title or "Figures", body, head=plotly_script()), encoding="utf-8")
+    return path
+
+
+def save_image(fig: go.Figure, path: str | Path, scale: float = 2.0) -> Path:
+    """Write ``fig`` as PNG, SVG or PDF (by the file suffix) with kaleido, if installed.
+
+    Example:
+        >>> save_image(fig, "patching.png")   # needs `pip install kaleido` and a Chromium
+    """
+    path = Path(path)
+    try:
+        import kaleido  # noqa: F401
+    except ImportError as error:
+        raise RuntimeError(
+            "Saving figures as images needs kaleido, which is not installed: "
+            "`pip install kaleido` (it drives a Chromium), or use save_html for an offline page."
+        ) from error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.write_image(str(path), scale=scale)
+    return path

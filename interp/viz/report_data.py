@@ -1,0 +1,275 @@
+"""What the HTML report shows about one prompt, computed from one cached forward pass (and,
+with a corrupted prompt, one batched patching sweep).
+
+Each quantity is a small function of the model and cache, so the report stays a thin
+renderer and the numbers can be checked on their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp.cache import ActivationCache
+from interp.model import HookedTransformer
+from interp.utils import get_act_name
+
+
+@dataclass
+class LogitLens:
+    """Top-1 next-token prediction at every position after each stage of the residual stream.
+
+    ``top_probs`` [n_stages, pos]; ``top_tokens[stage][pos]``; stages are the embeddings
+    ("embed") and the output of each layer ("L0", ...); the last stage is the model's output.
+    """
+
+    stage_labels: list[str]
+    top_tokens: list[list[str]]
+    top_probs: Float[Tensor, "n_stages pos"]
+
+
+@dataclass
+class PatchingResult:
+    """Residual-stream patching: ``results[layer, pos]`` is the logit difference
+    ``answer - wrong_answer`` after patching the clean ``resid_pre`` there, normalised
+    (0 = the corrupted run, 1 = the clean run) unless the two runs' differences are equal."""
+
+    corrupted_tokens: list[str]
+    answer: str
+    wrong_answer: str
+    results: Float[Tensor, "n_layers pos"]
+    normalised: bool
+    clean_logit_diff: float
+    corrupted_logit_diff: float
+
+
+@dataclass
+class PromptAnalysis:
+    """Everything the report shows for one prompt."""
+
+    model_name: str
+    model_shape: str
+    tokens: list[str]
+    patterns: list[Float[Tensor, "head query_pos key_pos"]]
+    top_predictions: list[tuple[str, float]]
+    logit_lens: LogitLens
+    head_scores: dict[str, Float[Tensor, "n_layers n_heads"]]
+    patching: PatchingResult | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def top_heads(self) -> dict[str, tuple[str, float]]:
+        """The best head of each score kind: ``{kind: ("L1H3", score)}``."""
+        n_heads = next(iter(self.head_scores.values())).shape[1]
+        best = {}
+        for kind, scores in self.head_scores.items():
+            flat = torch.nan_to_num(scores.flatten(), nan=-1.0)
+            index = int(flat.argmax())
+            best[kind] = (f"L{index // n_heads}H{index % n_heads}", float(scores.flatten()[index]))
+        return best
+
+
+def logit_lens(model: HookedTransformer, cache: ActivationCache, top_k: int = 1) -> LogitLens:
+    """Unembed the residual stream after the embeddings and after each layer (through the
+    final layer norm, recomputed for each stage) and keep the top prediction per position.
+
+    Reads ``blocks.{l}.hook_resid_pre`` for l = 0 and ``blocks.{l}.hook_resid_post`` for all l
+    from a batch-of-one ``cache``.
+
+    Example:
+        >>> _, cache = model.run_with_cache(prompt)
+        >>> lens = logit_lens(model, cache)
+        >>> lens.top_tokens[-1][-1]     # the model's own prediction after the last token
+    """
+    stages = [cache["resid_pre", 0]] + [
+        cache["resid_post", layer] for layer in range(model.cfg.n_layers)
+    ]
+    residuals = torch.stack([stage[0] for stage in stages])  # [n_stages, pos, d_model]
+    with torch.no_grad():
+        probs = model.unembed(model.ln_final(residuals)).float().softmax(dim=-1)
+    top_probs, top_ids = probs.max(dim=-1)  # [n_stages, pos]
+    tokenizer = model.tokenizer
+    top_tokens = [[tokenizer.token_str(int(i)) for i in row] for row in top_ids]
+    labels = ["embed"] + [f"L{layer}" for layer in range(model.cfg.n_layers)]
+    return LogitLens(labels, top_tokens, top_probs.cpu())
+
+
+def prompt_head_scores(
+    tokens: Int[Tensor, "1 pos"], cache: ActivationCache, n_layers: int
+) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
+    """Previous-token, duplicate-token and induction scores of every head on this prompt:
+    the fraction of each head's attention that falls where a head of that kind attends
+    (TransformerLens's ``head_detector`` "mul" measure). Keys are readable kind names.
+
+    Example:
+        >>> prompt_head_scores(tokens, cache, model.cfg.n_layers)["induction"]  # [layer, head]
+    """
+    ids = tokens[0]
+    n_pos = ids.shape[0]
+    below = torch.ones(n_pos, n_pos, device=ids.device).tril(-1)  # [query, key], key < query
+    duplicate = (ids[:, None] == ids[None, :]).float() * below  # an earlier copy of the token
+    induction = torch.zeros_like(duplicate)
+    induction[:, 1:] = duplicate[:, :-1]  # the key right after an earlier copy
+    targets = {
+        "previous token": below - below.tril(-2),  # the key just before the query
+        "duplicate token": duplicate,
+        "induction": induction,
+    }
+    patterns = torch.stack([cache["pattern", layer][0] for layer in range(n_layers)]).float()
+    total = patterns.sum(dim=(-2, -1))  # [n_layers, n_heads]
+    return {
+        kind: ((patterns * target).sum(dim=(-2, -1)) / total).cpu()
+        for kind, target in targets.items()
+    }
+
+
+def resid_pre_patching(
+    model: HookedTransformer,
+    corrupted_tokens: Int[Tensor, "1 pos"],
+    clean_cache: ActivationCache,
+    answer_id: int,
+    wrong_answer_id: int,
+) -> Float[Tensor, "n_layers pos"]:
+    """The logit difference ``answer - wrong_answer`` at the last position of the corrupted
+    run with the clean ``resid_pre`` patched in at each (layer, position).
+
+    One forward per layer: row ``p`` of a ``pos``-row batch of the corrupted prompt is
+    patched at position ``p``.
+
+    Example:
+        >>> resid_pre_patching(model, corrupted_tokens, clean_cache, answer_id, wrong_id)
+    """
+    n_pos = corrupted_tokens.shape[1]
+    batch = corrupted_tokens.expand(n_pos, n_pos)
+    positions = torch.arange(n_pos, device=corrupted_tokens.device)
+    rows = []
+    for layer in range(model.cfg.n_layers):
+        clean_resid = clean_cache["resid_pre", layer][0]  # [pos, d_model]
+
+        def patch(resid: Tensor, hook, clean_resid: Tensor = clean_resid) -> Tensor:
+            resid = resid.clone()
+            resid[positions, positions] = clean_resid.to(resid)
+            return resid
+
+        with torch.no_grad():
+            logits = model.run_with_hooks(
+                batch, fwd_hooks=[(get_act_name("resid_pre", layer), patch)]
+            )
+        rows.append(logits[:, -1, answer_id] - logits[:, -1, wrong_answer_id])
+    return torch.stack(rows).float().cpu()
+
+
+def _answer_ids(
+    model: HookedTransformer,
+    clean_logits: Float[Tensor, " d_vocab"],
+    corrupted_logits: Float[Tensor, " d_vocab"],
+    answer: str | None,
+    wrong_answer: str | None,
+) -> tuple[int, int]:
+    """The answer (default: the clean top prediction) and the wrong answer (default: the
+    corrupted run's top prediction other than the answer)."""
+    answer_id = model.to_single_token(answer) if answer else int(clean_logits.argmax())
+    if wrong_answer:
+        wrong_id = model.to_single_token(wrong_answer)
+    else:
+        ranked = corrupted_logits.argsort(descending=True)
+        wrong_id = int(ranked[0]) if int(ranked[0]) != answer_id else int(ranked[1])
+    if wrong_id == answer_id:
+        raise ValueError(
+            f"The answer and wrong answer are the same token ({answer!r}); pass two different "
+            "tokens, e.g. answer=' Mary', wrong_answer=' John'."
+        )
+    return answer_id, wrong_id
+
+
+def analyse_prompt(
+    model: HookedTransformer,
+    prompt: str,
+    corrupted_prompt: str | None = None,
+    answer: str | None = None,
+    wrong_answer: str | None = None,
+) -> PromptAnalysis:
+    """Run ``prompt`` once with a cache and compute everything the report shows; with a
+    ``corrupted_prompt`` of the same token length, also the residual-stream patching sweep.
+
+    Example:
+        >>> analysis = analyse_prompt(model, "When Mary and John met, John thanked",
+        ...                           corrupted_prompt="When Mary and John met, Mary thanked")
+        >>> analysis.top_heads()
+    """
+    if not prompt:
+        raise ValueError("The prompt is empty; pass some text, e.g. --prompt 'The cat sat'.")
+    tokens = model.to_tokens(prompt)  # [1, pos]
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(
+            tokens,
+            names_filter=lambda name: name.endswith(
+                ("hook_pattern", "hook_resid_pre", "hook_resid_post")
+            ),
+        )
+    probs = logits[0, -1].float().softmax(dim=-1)
+    top_probs, top_ids = probs.topk(min(5, probs.shape[0]))
+    cfg = model.cfg
+    shape = (
+        f"{cfg.n_layers} layers, {cfg.n_heads} heads, d_model={cfg.d_model}, "
+        f"{'attention-only' if cfg.attn_only else f'd_mlp={cfg.d_mlp}'}, d_vocab={cfg.d_vocab}"
+    )
+    analysis = PromptAnalysis(
+        model_name=cfg.model_name,
+        model_shape=shape,
+        tokens=model.to_str_tokens(tokens),
+        patterns=[cache["pattern", layer][0].float().cpu() for layer in range(cfg.n_layers)],
+        top_predictions=[
+            (model.tokenizer.token_str(int(i)), float(p))
+            for i, p in zip(top_ids, top_probs, strict=True)
+        ],
+        logit_lens=logit_lens(model, cache),
+        head_scores=prompt_head_scores(tokens, cache, cfg.n_layers),
+    )
+    if corrupted_prompt is not None:
+        analysis.patching = _patching(
+            model, tokens, corrupted_prompt, cache, logits, answer, wrong_answer
+        )
+    return analysis
+
+
+def _patching(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "1 pos"],
+    corrupted_prompt: str,
+    clean_cache: ActivationCache,
+    clean_logits: Float[Tensor, "1 pos d_vocab"],
+    answer: str | None,
+    wrong_answer: str | None,
+) -> PatchingResult:
+    corrupted_tokens = model.to_tokens(corrupted_prompt)
+    if corrupted_tokens.shape != tokens.shape:
+        raise ValueError(
+            f"The corrupted prompt has {corrupted_tokens.shape[1]} tokens and the prompt "
+            f"{tokens.shape[1]}; patching swaps activations position by position, so make "
+            "them the same length in tokens (change words, not the number of words)."
+        )
+    with torch.no_grad():
+        corrupted_logits = model(corrupted_tokens)
+    answer_id, wrong_id = _answer_ids(
+        model, clean_logits[0, -1], corrupted_logits[0, -1], answer, wrong_answer
+    )
+
+    def logit_diff(logits: Tensor) -> float:
+        return float(logits[0, -1, answer_id] - logits[0, -1, wrong_id])
+
+    clean_diff, corrupted_diff = logit_diff(clean_logits), logit_diff(corrupted_logits)
+    patched = resid_pre_patching(model, corrupted_tokens, clean_cache, answer_id, wrong_id)
+    span = clean_diff - corrupted_diff
+    normalised = abs(span) > 1e-6
+    return PatchingResult(
+        corrupted_tokens=model.to_str_tokens(corrupted_tokens),
+        answer=model.tokenizer.token_str(answer_id),
+        wrong_answer=model.tokenizer.token_str(wrong_id),
+        results=(patched - corrupted_diff) / span if normalised else patched,
+        normalised=normalised,
+        clean_logit_diff=clean_diff,
+        corrupted_logit_diff=corrupted_diff,
+    )
