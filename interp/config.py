@@ -98,3 +98,34 @@ class HookedTransformerConfig:
         if unknown:
             raise ValueError(f"Unknown config keys {unknown}; valid keys are {sorted(known)}.")
         return cls(**values)
+
+
+# The shapes of the GPT-2 family's published checkpoints (keys are their hub ids).
+_PRESETS: dict[str, dict[str, Any]] = {
+    "gpt2": dict(n_layers=12, d_model=768, n_heads=12),
+    "gpt2-medium": dict(n_layers=24, d_model=1024, n_heads=16),
+    "gpt2-large": dict(n_layers=36, d_model=1280, n_heads=20),
+    "gpt2-xl": dict(n_layers=48, d_model=1600, n_heads=25),
+    "distilgpt2": dict(n_layers=6, d_model=768, n_heads=12),
+}
+
+
+def preset_config(name: str, **overrides: Any) -> HookedTransformerConfig:
+    """The config of a published GPT-2-family model by name, for random-weight models of
+    the same shape (the weights themselves come from ``HookedTransformer.from_pretrained``).
+
+    Example:
+        >>> preset_config("gpt2-medium").d_model
+        1024
+    """
+    if name not in _PRESETS:
+        raise ValueError(f"No preset {name!r}; choose one of {sorted(_PRESETS)}.")
+    values = dict(
+        n_ctx=1024,
+        d_vocab=50257,
+        act_fn="gelu_new",
+        model_name=name,
+        tokenizer_name="gpt2",
+        **_PRESETS[name],
+    )
+    return HookedTransformerConfig(**(values | overrides))

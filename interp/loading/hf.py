@@ -1,7 +1,12 @@
-"""Hugging Face GPT-2 (``GPT2LMHeadModel``) weights in TransformerLens's layout."""
+"""Hugging Face GPT-2 (``GPT2LMHeadModel``) checkpoints: folders, hub ids, in-memory models."""
 
 from __future__ import annotations
 
+import json
+import re
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import einops
@@ -9,6 +14,30 @@ import torch
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
+from interp.loading.checkpoint import (
+    CheckpointError,
+    TensorSource,
+    build_model,
+    check_names_and_shapes,
+    load_torch_file,
+    resolve_dtype,
+)
+from interp.tokenizers import get_tokenizer
+
+# Causal-mask buffers that older transformers versions saved with the weights.
+_HF_MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+# (sharded index, single file) for each weights format, in order of preference.
+_HF_WEIGHT_FILES = (
+    ("model.safetensors.index.json", "model.safetensors"),
+    ("pytorch_model.bin.index.json", "pytorch_model.bin"),
+)
+_HF_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+)
 
 
 def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
@@ -41,44 +70,111 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     return HookedTransformerConfig(**cfg)
 
 
+def hf_shapes(cfg: HookedTransformerConfig) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every tensor of a ``GPT2LMHeadModel`` checkpoint of shape ``cfg``.
+
+    Names are without the ``transformer.`` prefix; ``lm_head.weight`` (absent when the
+    embeddings are tied) is not listed.
+
+    Example:
+        >>> hf_shapes(cfg)["h.0.attn.c_attn.weight"]   # Conv1D: [d_model, 3 * d_model]
+        (768, 2304)
+    """
+    m, mlp = cfg.d_model, cfg.d_mlp
+    shapes = {"wte.weight": (cfg.d_vocab, m), "wpe.weight": (cfg.n_ctx, m)}
+    for layer in range(cfg.n_layers):
+        hf = f"h.{layer}."
+        shapes |= {
+            hf + "ln_1.weight": (m,),
+            hf + "ln_1.bias": (m,),
+            hf + "attn.c_attn.weight": (m, 3 * m),
+            hf + "attn.c_attn.bias": (3 * m,),
+            hf + "attn.c_proj.weight": (m, m),
+            hf + "attn.c_proj.bias": (m,),
+            hf + "ln_2.weight": (m,),
+            hf + "ln_2.bias": (m,),
+            hf + "mlp.c_fc.weight": (m, mlp),
+            hf + "mlp.c_fc.bias": (mlp,),
+            hf + "mlp.c_proj.weight": (mlp, m),
+            hf + "mlp.c_proj.bias": (m,),
+        }
+    return shapes | {"ln_f.weight": (m,), "ln_f.bias": (m,)}
+
+
+def check_hf_source(source: TensorSource, cfg: HookedTransformerConfig, what: str) -> TensorSource:
+    """``source`` with names stripped of ``transformer.``, after checking every name and shape.
+
+    The causal-mask buffers of old checkpoints (``attn.bias``, ``attn.masked_bias``) are
+    dropped; an ``lm_head.weight`` is an untied unembedding.
+    """
+    stripped = {name.removeprefix("transformer."): name for name in source.shapes}
+    found = {
+        name: source.shapes[original]
+        for name, original in stripped.items()
+        if not _HF_MASK_BUFFER.match(name)
+    }
+    expected = hf_shapes(cfg)
+    if "lm_head.weight" in found:
+        expected["lm_head.weight"] = (cfg.d_vocab_out, cfg.d_model)
+    check_names_and_shapes(
+        found, expected, what, hint="Names are shown without the 'transformer.' prefix."
+    )
+    return TensorSource(found, lambda name: source.take(stripped[name]))
+
+
+def iter_hf_tensors(
+    source: TensorSource, cfg: HookedTransformerConfig
+) -> Iterator[tuple[str, Tensor]]:
+    """Our parameters, one at a time, from a checked ``GPT2LMHeadModel`` source.
+
+    Conv1D weights are stored [in, out]; the fused ``c_attn`` splits into per-head
+    W_Q/W_K/W_V [n_heads, d_model, d_head]. A missing ``lm_head`` means tied embeddings.
+    Tensors may be views of the checkpoint's; ``build_model`` makes each its own.
+    """
+    n_heads, d_model = cfg.n_heads, cfg.d_model
+    embedding = source.take("wte.weight")  # [d_vocab, d_model]
+    yield "embed.W_E", embedding
+    has_lm_head = "lm_head.weight" in source.shapes
+    unembedding = source.take("lm_head.weight") if has_lm_head else embedding
+    yield "unembed.W_U", unembedding.T  # [d_model, d_vocab]
+    yield "unembed.b_U", torch.zeros(cfg.d_vocab_out, dtype=embedding.dtype)
+    del embedding, unembedding
+    yield "pos_embed.W_pos", source.take("wpe.weight")
+    for layer in range(cfg.n_layers):
+        hf, ours = f"h.{layer}.", f"blocks.{layer}."
+        yield ours + "ln1.w", source.take(hf + "ln_1.weight")
+        yield ours + "ln1.b", source.take(hf + "ln_1.bias")
+        qkv_weight = source.take(hf + "attn.c_attn.weight").split(d_model, dim=1)  # 3 x [m, m]
+        qkv_bias = source.take(hf + "attn.c_attn.bias").split(d_model)
+        for name, weight, bias in zip("QKV", qkv_weight, qkv_bias, strict=True):
+            yield ours + f"attn.W_{name}", einops.rearrange(weight, "m (h d) -> h m d", h=n_heads)
+            yield ours + f"attn.b_{name}", einops.rearrange(bias, "(h d) -> h d", h=n_heads)
+        del qkv_weight, qkv_bias
+        yield (
+            ours + "attn.W_O",
+            einops.rearrange(source.take(hf + "attn.c_proj.weight"), "(h d) m -> h d m", h=n_heads),
+        )
+        yield ours + "attn.b_O", source.take(hf + "attn.c_proj.bias")
+        yield ours + "ln2.w", source.take(hf + "ln_2.weight")
+        yield ours + "ln2.b", source.take(hf + "ln_2.bias")
+        yield ours + "mlp.W_in", source.take(hf + "mlp.c_fc.weight")
+        yield ours + "mlp.b_in", source.take(hf + "mlp.c_fc.bias")
+        yield ours + "mlp.W_out", source.take(hf + "mlp.c_proj.weight")
+        yield ours + "mlp.b_out", source.take(hf + "mlp.c_proj.bias")
+    yield "ln_final.w", source.take("ln_f.weight")
+    yield "ln_final.b", source.take("ln_f.bias")
+
+
 def convert_hf_state_dict(
     hf_state_dict: dict[str, Tensor], cfg: HookedTransformerConfig
 ) -> dict[str, Tensor]:
     """Rename and reshape a ``GPT2LMHeadModel`` state dict into our parameter names.
 
-    Conv1D weights are stored [in, out]; the fused ``c_attn`` splits into per-head
-    W_Q/W_K/W_V [n_heads, d_model, d_head]. A missing ``lm_head`` means tied embeddings.
+    Example:
+        >>> model.load_state_dict(convert_hf_state_dict(hf_model.state_dict(), model.cfg))
     """
-    sd = {k.removeprefix("transformer."): v for k, v in hf_state_dict.items()}
-    n_heads, d_model = cfg.n_heads, cfg.d_model
-    out = {
-        "embed.W_E": sd["wte.weight"],
-        "pos_embed.W_pos": sd["wpe.weight"],
-        "ln_final.w": sd["ln_f.weight"],
-        "ln_final.b": sd["ln_f.bias"],
-        "unembed.W_U": sd.get("lm_head.weight", sd["wte.weight"]).T,
-        "unembed.b_U": torch.zeros(cfg.d_vocab_out, dtype=sd["wte.weight"].dtype),
-    }
-    for layer in range(cfg.n_layers):
-        hf, ours = f"h.{layer}.", f"blocks.{layer}."
-        out[ours + "ln1.w"] = sd[hf + "ln_1.weight"]
-        out[ours + "ln1.b"] = sd[hf + "ln_1.bias"]
-        qkv_weight = sd[hf + "attn.c_attn.weight"].split(d_model, dim=1)  # 3 x [d_model, d_model]
-        qkv_bias = sd[hf + "attn.c_attn.bias"].split(d_model)
-        for name, weight, bias in zip("QKV", qkv_weight, qkv_bias, strict=True):
-            out[ours + f"attn.W_{name}"] = einops.rearrange(weight, "m (h d) -> h m d", h=n_heads)
-            out[ours + f"attn.b_{name}"] = einops.rearrange(bias, "(h d) -> h d", h=n_heads)
-        out[ours + "attn.W_O"] = einops.rearrange(
-            sd[hf + "attn.c_proj.weight"], "(h d) m -> h d m", h=n_heads
-        )
-        out[ours + "attn.b_O"] = sd[hf + "attn.c_proj.bias"]
-        out[ours + "ln2.w"] = sd[hf + "ln_2.weight"]
-        out[ours + "ln2.b"] = sd[hf + "ln_2.bias"]
-        out[ours + "mlp.W_in"] = sd[hf + "mlp.c_fc.weight"]
-        out[ours + "mlp.b_in"] = sd[hf + "mlp.c_fc.bias"]
-        out[ours + "mlp.W_out"] = sd[hf + "mlp.c_proj.weight"]
-        out[ours + "mlp.b_out"] = sd[hf + "mlp.c_proj.bias"]
-    return out
+    source = check_hf_source(TensorSource.from_state_dict(hf_state_dict), cfg, "The state dict")
+    return dict(iter_hf_tensors(source, cfg))
 
 
 def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
@@ -87,9 +183,133 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
     Example:
         >>> model = from_hf_model(transformers.GPT2LMHeadModel(transformers.GPT2Config()))
     """
-    from interp.model import HookedTransformer
+    parameter = next(hf_model.parameters())
+    cfg = config_from_hf(hf_model.config, dtype=parameter.dtype)
+    source = check_hf_source(TensorSource.from_state_dict(hf_model.state_dict()), cfg, "The model")
+    return build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, parameter.device)
 
-    cfg = config_from_hf(hf_model.config, dtype=next(hf_model.parameters()).dtype)
-    model = HookedTransformer(cfg, tokenizer=tokenizer)
-    model.load_state_dict(convert_hf_state_dict(hf_model.state_dict(), cfg))
-    return model.to(next(hf_model.parameters()).device)
+
+def hf_folder_source(folder: Path) -> TensorSource:
+    """The weights of a Hugging Face checkpoint folder: ``model.safetensors``, a sharded
+    ``model.safetensors.index.json``, ``pytorch_model.bin`` or its sharded index."""
+    for index_name, single_name in _HF_WEIGHT_FILES:
+        if (folder / single_name).is_file():
+            paths = [folder / single_name]
+        elif (folder / index_name).is_file():
+            paths = _shard_paths(folder / index_name)
+        else:
+            continue
+        if single_name.endswith(".safetensors"):
+            return TensorSource.from_safetensors(paths)
+        state_dict = {}
+        for path in paths:
+            state_dict.update(load_torch_file(path))
+        return TensorSource.from_state_dict(state_dict)
+    present = sorted(p.name for p in folder.iterdir())
+    raise FileNotFoundError(
+        f"{folder} has no weights: expected model.safetensors, model.safetensors.index.json, "
+        f"pytorch_model.bin or pytorch_model.bin.index.json, found {present}."
+    )
+
+
+def _shard_paths(index_path: Path) -> list[Path]:
+    try:
+        weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{index_path} is not a valid shard index: {error!r}.") from None
+    paths = [index_path.parent / name for name in dict.fromkeys(weight_map.values())]
+    missing = [path.name for path in paths if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{index_path} lists shards that are missing: {missing}.")
+    return paths
+
+
+def folder_tokenizer(folder: Path) -> Any:
+    """The tokenizer saved in a Hugging Face folder, else the offline GPT-2 tokenizer."""
+    if not any((folder / name).is_file() for name in _HF_TOKENIZER_FILES):
+        return get_tokenizer("gpt2")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        warnings.warn(
+            f"{folder} has a tokenizer but transformers is not installed; using the offline "
+            "GPT-2 tokenizer instead (pip install transformers to use the folder's).",
+            stacklevel=3,
+        )
+        return get_tokenizer("gpt2")
+    return get_tokenizer(AutoTokenizer.from_pretrained(str(folder)))
+
+
+def load_hf_folder(
+    folder: str | Path,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str | None = None,
+    tokenizer: Any = None,
+) -> Any:
+    """A HookedTransformer from a Hugging Face GPT-2 checkpoint folder (fp32 unless ``dtype``).
+
+    Example:
+        >>> hf_model.save_pretrained("my-gpt2"); model = load_hf_folder("my-gpt2")
+    """
+    folder = Path(folder)
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{folder} has no config.json; it is not a checkpoint folder.")
+    try:
+        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{config_path} is not valid JSON: {error}.") from None
+    cfg = config_from_hf(hf_config, dtype=resolve_dtype(dtype, torch.float32))
+    cfg.model_name = hf_config.get("_name_or_path") or folder.name
+    source = check_hf_source(hf_folder_source(folder), cfg, f"The checkpoint in {folder}")
+    tokenizer = folder_tokenizer(folder) if tokenizer is None else tokenizer
+    return build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, device, str(folder))
+
+
+def download_from_hub(repo_id: str) -> Path:
+    """The local folder of a hub repo's GPT-2 checkpoint, from the Hugging Face cache when the
+    hub cannot be reached. Only the config, tokenizer and one weights format are fetched.
+
+    Example:
+        >>> download_from_hub("gpt2")
+        PosixPath('/root/.cache/huggingface/hub/models--gpt2/snapshots/607a30d783dfa663caf39e06633721c8d4cfcd7e')
+    """
+    import huggingface_hub
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    patterns = ["config.json", *_HF_TOKENIZER_FILES]
+    safetensors_patterns = [
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "model-*.safetensors",
+    ]
+    torch_patterns = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
+    try:
+        folder = Path(
+            huggingface_hub.snapshot_download(
+                repo_id, allow_patterns=patterns + safetensors_patterns
+            )
+        )
+        if not any((folder / name).is_file() for name in safetensors_patterns[:2]):
+            folder = Path(
+                huggingface_hub.snapshot_download(repo_id, allow_patterns=patterns + torch_patterns)
+            )
+        return folder
+    except (RepositoryNotFoundError, GatedRepoError) as error:
+        raise FileNotFoundError(
+            f"{repo_id!r} is not a local folder, and the Hugging Face hub has no repo by that name "
+            f"that you can access ({type(error).__name__}). Check the spelling, or log in with "
+            "`hf auth login` for a gated or private repo."
+        ) from None
+    except Exception as online_error:  # no network, offline mode, or a hub outage
+        try:
+            return Path(huggingface_hub.snapshot_download(repo_id, local_files_only=True))
+        except Exception:
+            raise FileNotFoundError(
+                f"{repo_id!r} is not a local folder, is not in the Hugging Face cache "
+                f"({huggingface_hub.constants.HF_HUB_CACHE}), and the hub could not be reached "
+                f"({type(online_error).__name__}: {online_error}). Connect to the internet once "
+                "to download it (it is cached for offline use afterwards; unset HF_HUB_OFFLINE "
+                "if set), point HF_HOME at a cache that has it, or pass the path of a local "
+                "checkpoint folder."
+            ) from None

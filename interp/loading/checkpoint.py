@@ -1,0 +1,258 @@
+"""Reading checkpoint files safely and lean, checking them, and building a model from them.
+
+Every loader (Hugging Face, nanoGPT, TransformerLens) goes through here:
+
+- files are read with a safetensors reader or ``torch.load(weights_only=True)``, never a
+  plain unpickle; a pickle that would run code is refused;
+- a checkpoint's names and shapes are checked against what the model needs before any
+  weight is read, so an error lists every missing or unexpected key and every shape
+  mismatch, and no model is left half-loaded;
+- the model is built on the meta device (no memory, no random initialisation) and takes the
+  converted tensors as its parameters, each read once and placed straight on the target
+  device in the target dtype, so loading peaks near 1x the model's size instead of 2x.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from interp.config import HookedTransformerConfig
+
+Shape = tuple[int, ...]
+
+_SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded: corrupt, unsafe, or not matching the model."""
+
+
+class TensorSource:
+    """The tensors of a checkpoint by name: their shapes up front, their data read on demand.
+
+    ``take(name)`` reads one tensor and lets the source forget it, so a loader that converts
+    tensors one at a time never holds two copies of the weights.
+
+    Example:
+        >>> source = TensorSource.from_state_dict({"w": torch.zeros(2, 3)})
+        >>> source.shapes, source.take("w").shape
+        ({'w': (2, 3)}, torch.Size([2, 3]))
+    """
+
+    def __init__(self, shapes: dict[str, Shape], read: Callable[[str], Tensor]) -> None:
+        self.shapes = shapes
+        self._read = read
+
+    def take(self, name: str) -> Tensor:
+        return self._read(name)
+
+    @classmethod
+    def from_state_dict(cls, state_dict: dict[str, Tensor]) -> TensorSource:
+        """A source over an in-memory state dict; taking a tensor drops the dict's reference."""
+        state_dict = dict(state_dict)
+        for name, value in state_dict.items():
+            if not isinstance(value, Tensor):
+                raise CheckpointError(
+                    f"Entry {name!r} of the state dict is a {type(value).__name__}, not a tensor."
+                )
+        shapes = {name: tuple(tensor.shape) for name, tensor in state_dict.items()}
+        return cls(shapes, state_dict.pop)
+
+    @classmethod
+    def from_safetensors(cls, paths: Iterable[str | Path]) -> TensorSource:
+        """A source over one or more ``.safetensors`` files (the shards of one checkpoint).
+
+        Each tensor is read with plain file reads straight into its own buffer. (Reading
+        through a memory map, as ``safetensors.safe_open`` does, keeps every page it touched
+        resident until the file is closed, which would double the peak memory of a load.)
+        """
+        entries: dict[str, tuple[Path, int, torch.dtype, Shape, int]] = {}
+        for path in map(Path, paths):
+            for name, entry in _read_safetensors_header(path).items():
+                if name in entries:
+                    raise CheckpointError(f"Tensor {name!r} appears in two shards ({path}).")
+                entries[name] = entry
+
+        def read(name: str) -> Tensor:
+            path, offset, dtype, shape, n_bytes = entries[name]
+            tensor = torch.empty(shape, dtype=dtype)
+            with open(path, "rb") as file:
+                file.seek(offset)
+                n_read = file.readinto(tensor.view(-1).view(torch.uint8).numpy())
+            if n_read != n_bytes:
+                raise CheckpointError(f"{path} is truncated: tensor {name!r} is incomplete.")
+            return tensor
+
+        return cls({name: entry[3] for name, entry in entries.items()}, read)
+
+
+def _read_safetensors_header(path: Path) -> dict[str, tuple[Path, int, torch.dtype, Shape, int]]:
+    """Each tensor's (file, byte offset, dtype, shape, byte count), after checking the file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"Checkpoint file {path} does not exist.")
+    file_size = path.stat().st_size
+    corrupt = f"{path} is not a valid safetensors file (truncated or corrupt)"
+    with open(path, "rb") as file:
+        prefix = file.read(8)
+        header_size = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
+        if not 0 < header_size <= file_size - 8:
+            raise CheckpointError(f"{corrupt}: its header length is wrong.")
+        try:
+            header = json.loads(file.read(header_size))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise CheckpointError(f"{corrupt}: its header is not JSON ({error}).") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{corrupt}: its header is not a JSON object.")
+    header.pop("__metadata__", None)
+    data_start, data_size = 8 + header_size, file_size - 8 - header_size
+    entries = {}
+    for name, info in header.items():
+        try:
+            dtype = _SAFETENSORS_DTYPES[info["dtype"]]
+            shape = tuple(int(size) for size in info["shape"])
+            begin, end = (int(offset) for offset in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{corrupt}: tensor {name!r} has a malformed entry.") from None
+        n_bytes = dtype.itemsize * int(torch.Size(shape).numel())
+        if end - begin != n_bytes or begin < 0:
+            raise CheckpointError(f"{corrupt}: tensor {name!r} has inconsistent offsets.")
+        if end > data_size:
+            raise CheckpointError(
+                f"{path} is truncated: tensor {name!r} ends at byte {data_start + end} but the "
+                f"file has {file_size} bytes. Download or copy it again."
+            )
+        entries[name] = (path, data_start + begin, dtype, shape, n_bytes)
+    return entries
+
+
+def load_torch_file(path: str | Path, mmap: bool = False) -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU, with clear errors.
+
+    A pickle holding anything but tensors and plain containers (which could run code when
+    unpickled) is refused. ``mmap=True`` maps the file instead of reading it, so parts never
+    used (a nanoGPT checkpoint's optimizer state) cost no memory.
+
+    Example:
+        >>> state_dict = load_torch_file("out/ckpt.pt", mmap=True)["model"]
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Checkpoint file {path} does not exist.")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as error:
+        if "weights only load failed" not in str(error).lower():
+            raise CheckpointError(f"{path} is not a readable PyTorch checkpoint: {error}") from None
+        reason = str(error).split("\n\n")[-1].strip().splitlines()[0]
+        raise CheckpointError(
+            f"Refused to load {path}: it holds Python objects other than tensors and plain "
+            f"containers, and unpickling them could run arbitrary code ({reason}). If you trust "
+            "its source, load it yourself with torch.load(..., weights_only=False) and pass the "
+            "resulting state dict, or convert it to safetensors."
+        ) from None
+    except (RuntimeError, OSError, EOFError, ValueError) as error:
+        raise CheckpointError(
+            f"{path} is not a readable PyTorch checkpoint (truncated or corrupt?): {error}"
+        ) from None
+
+
+def check_names_and_shapes(
+    found: dict[str, Shape], expected: dict[str, Shape], what: str, hint: str = ""
+) -> None:
+    """Raise one ``CheckpointError`` listing every missing key, unexpected key and shape mismatch.
+
+    Example:
+        >>> check_names_and_shapes({"w": (2, 3)}, {"w": (3, 2)}, "my checkpoint")
+        Traceback (most recent call last):
+        CheckpointError: my checkpoint does not fit the model: shape mismatches:
+        w: checkpoint (2, 3), model (3, 2)
+    """
+    missing = [name for name in expected if name not in found]
+    unexpected = [name for name in found if name not in expected]
+    mismatched = [
+        f"{name}: checkpoint {tuple(found[name])}, model {tuple(expected[name])}"
+        for name in expected
+        if name in found and tuple(found[name]) != tuple(expected[name])
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing keys {missing}")
+    if unexpected:
+        problems.append(f"unexpected keys {unexpected}")
+    if mismatched:
+        problems.append("shape mismatches: " + "; ".join(mismatched))
+    if problems:
+        message = f"{what} does not fit the model: " + ", ".join(problems)
+        raise CheckpointError(message + (f". {hint}" if hint else ""))
+
+
+def resolve_dtype(dtype: torch.dtype | str | None, default: torch.dtype) -> torch.dtype:
+    """A torch dtype from a dtype, its name (``"bfloat16"``, ``"torch.float16"``) or None."""
+    if dtype is None:
+        return default
+    if isinstance(dtype, str):
+        resolved = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(resolved, torch.dtype):
+            raise ValueError(f"Unknown dtype {dtype!r}; use e.g. 'float32' or 'bfloat16'.")
+        return resolved
+    return dtype
+
+
+def build_model(
+    cfg: HookedTransformerConfig,
+    tensors: Iterable[tuple[str, Tensor]],
+    tokenizer: Any = None,
+    device: torch.device | str | None = None,
+    what: str = "The checkpoint",
+) -> Any:
+    """A HookedTransformer whose parameters are ``tensors`` (our names), in ``cfg.dtype``.
+
+    The model is built on the meta device and each tensor is copied to ``device`` in
+    ``cfg.dtype`` as it arrives; a source that forgets each tensor once it is taken (a
+    ``TensorSource``) keeps only one copy of the weights alive.
+
+    Example:
+        >>> model = build_model(cfg, model_on_cpu.state_dict().items(), device="cuda")
+    """
+    from interp.model import HookedTransformer
+
+    device = torch.device(device if device is not None else "cpu")
+    placed = {name: _placed(tensor, device, cfg.dtype) for name, tensor in tensors}
+    # The meta device allocates nothing; seed and device only matter for real tensors.
+    seed, cfg.seed, cfg.device = cfg.seed, None, None
+    try:
+        with torch.device("meta"):
+            model = HookedTransformer(cfg, tokenizer=tokenizer)
+    finally:
+        cfg.seed = seed
+    expected = {name: tuple(param.shape) for name, param in model.state_dict().items()}
+    check_names_and_shapes({name: tuple(t.shape) for name, t in placed.items()}, expected, what)
+    model.load_state_dict(placed, strict=True, assign=True)
+    cfg.device = str(device)
+    return model
+
+
+def _placed(tensor: Tensor, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """A contiguous copy of ``tensor`` on ``device`` in ``dtype``, sharing nothing with it
+    (so the model never aliases a caller's tensors or a slice of a fused checkpoint tensor)."""
+    return tensor.detach().to(
+        device=device, dtype=dtype, memory_format=torch.contiguous_format, copy=True
+    )
