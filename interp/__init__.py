@@ -1,6 +1,7 @@
 """interp: a mechanistic-interpretability toolkit for GPT-2-family transformers."""
 
-from interp import utils
+from interp import analysis, utils
+from interp.analysis import FactoredMatrix
 from interp.cache import ActivationCache
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookedRootModule, HookPoint
@@ -9,10 +10,12 @@ from interp.tokenizers import get_tokenizer
 
 __all__ = [
     "ActivationCache",
+    "FactoredMatrix",
     "HookPoint",
     "HookedRootModule",
     "HookedTransformer",
     "HookedTransformerConfig",
+    "analysis",
     "get_tokenizer",
     "utils",
 ]
