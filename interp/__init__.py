@@ -6,6 +6,7 @@ from interp.cache import ActivationCache
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookedRootModule, HookPoint
 from interp.model import HookedTransformer
+from interp.models import list_models, load_model
 from interp.tokenizers import get_tokenizer
 
 __all__ = [
@@ -17,5 +18,7 @@ __all__ = [
     "HookedTransformerConfig",
     "analysis",
     "get_tokenizer",
+    "list_models",
+    "load_model",
     "utils",
 ]

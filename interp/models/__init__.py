@@ -1,0 +1,62 @@
+"""Small trained models shipped inside the package, so everything runs offline.
+
+Each model is a folder here in interp's native format (``config.json``, ``model.safetensors``)
+with a ``MODEL_CARD.md`` that says how it was trained and what it does;
+``python -m interp.train <name>`` reproduces it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from interp.loading.native import is_native_folder, load_native
+
+
+def _models_folder() -> Path:
+    return Path(str(resources.files("interp.models")))
+
+
+def list_models() -> list[str]:
+    """The names of the models shipped with interp, sorted.
+
+    Example:
+        >>> interp.list_models()
+        ['attn-only-2l', 'shakespeare-char']
+    """
+    return sorted(entry.name for entry in _models_folder().iterdir() if is_native_folder(entry))
+
+
+def model_card(name: str) -> str:
+    """The text of a shipped model's MODEL_CARD.md (training, figures, a sample).
+
+    Example:
+        >>> print(interp.models.model_card("shakespeare-char"))
+    """
+    return (_model_folder(name) / "MODEL_CARD.md").read_text(encoding="utf-8")
+
+
+def load_model(
+    name: str,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+):
+    """A shipped model by name, as a HookedTransformer with its tokenizer.
+
+    Example:
+        >>> model = interp.load_model("attn-only-2l")
+        >>> logits, cache = model.run_with_cache(tokens)
+    """
+    return load_native(_model_folder(name), device=device, dtype=dtype)
+
+
+def _model_folder(name: str) -> Path:
+    names = list_models()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(f"No shipped model named {name!r}; {hint}the models are {names}.")
+    return _models_folder() / name

@@ -1,0 +1,424 @@
+"""Train the models shipped in ``interp/models`` (or the same recipes on your own text).
+
+One recipe per shipped model; the same seed gives bit-identical weights on a CPU with the
+recipe's thread count. Run it as a module:
+
+    python -m interp.train shakespeare-char --out my-shakespeare      # the shipped checkpoint
+    python -m interp.train shakespeare-char --text my_corpus.txt --steps 500 --out my-model
+    python -m interp.train attn-only-2l --seed 1 --out my-attn-only
+
+Text models are character-level: the alphabet is the text's set of characters, the first
+90% trains and the last 10% is held out (nanoGPT's split). The validation loss is the mean
+next-character loss over the whole held-out text, read in windows of ``n_ctx`` characters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import math
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from interp.config import HookedTransformerConfig
+from interp.model import HookedTransformer
+from interp.sampling import sample_next_token
+from interp.tokenizers import CharTokenizer
+
+VAL_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that fixes a training run besides the seed and the data.
+
+    ``config`` holds HookedTransformerConfig arguments; a text recipe leaves out ``d_vocab``
+    (it is the text's alphabet size).
+    """
+
+    config: dict[str, Any]
+    data: str  # "text" (characters of a text) or "repeated-tokens" (see repeated_token_batch)
+    steps: int
+    batch_size: int
+    lr: float
+    min_lr: float
+    warmup_steps: int
+    weight_decay: float
+    betas: tuple[float, float] = (0.9, 0.99)
+    grad_clip: float | None = 1.0
+    seed: int = 0
+    threads: int = 1
+    data_options: dict[str, Any] = field(default_factory=dict)
+
+
+RECIPES: dict[str, Recipe] = {
+    "shakespeare-char": Recipe(
+        config=dict(
+            n_layers=4,
+            d_model=128,
+            n_heads=4,
+            n_ctx=128,
+            act_fn="gelu",
+            default_prepend_bos=False,
+        ),
+        data="text",
+        steps=2000,
+        batch_size=16,
+        lr=2e-3,
+        min_lr=2e-4,
+        warmup_steps=100,
+        weight_decay=0.1,
+        seed=1337,
+    ),
+}
+
+
+# ----------------------------------------------------------------------------- text data
+def default_text() -> str:
+    """The tiny-shakespeare text (public domain, 1.1 MB) shipped with the package.
+
+    Example:
+        >>> default_text()[:14]
+        'First Citizen:'
+    """
+    data = resources.files("interp.models").joinpath("data/tinyshakespeare.txt.gz")
+    return gzip.decompress(data.read_bytes()).decode("utf-8")
+
+
+def split_text(text: str, val_fraction: float = VAL_FRACTION) -> tuple[str, str]:
+    """The first ``1 - val_fraction`` of the text for training, the rest held out.
+
+    Example:
+        >>> split_text("abcdefghij")
+        ('abcdefghi', 'j')
+    """
+    n_train = int(len(text) * (1 - val_fraction))
+    return text[:n_train], text[n_train:]
+
+
+def text_batch(
+    tokens: Int[Tensor, " n_tokens"], batch_size: int, n_ctx: int, generator: torch.Generator
+) -> Int[Tensor, "batch n_ctx"]:
+    """``batch_size`` windows of ``n_ctx`` tokens at random offsets of ``tokens``.
+
+    Example:
+        >>> text_batch(torch.arange(100), 2, 5, torch.Generator().manual_seed(0))
+        tensor([[44, 45, 46, 47, 48], [39, 40, 41, 42, 43]])
+    """
+    starts = torch.randint(len(tokens) - n_ctx + 1, (batch_size,), generator=generator)
+    return torch.stack([tokens[start : start + n_ctx] for start in starts.tolist()])
+
+
+@torch.no_grad()
+def text_loss(model: HookedTransformer, text: str, batch_size: int = 64) -> float:
+    """Mean next-token loss over all of ``text``: windows of ``n_ctx`` tokens that overlap by
+    one, so every token after the first is predicted exactly once.
+
+    Example:
+        >>> text_loss(interp.load_model("shakespeare-char"), split_text(default_text())[1])
+        1.6...
+    """
+    tokens = torch.tensor(model.tokenizer.encode(text))
+    stride = model.cfg.n_ctx - 1
+    windows = [
+        tokens[start : start + model.cfg.n_ctx] for start in range(0, len(tokens) - 1, stride)
+    ]
+    total, count = 0.0, 0
+    for first in range(0, len(windows), batch_size):
+        chunk = windows[first : first + batch_size]
+        full = [w for w in chunk if len(w) == model.cfg.n_ctx]
+        partial = [w for w in chunk if len(w) != model.cfg.n_ctx]
+        for group in ([torch.stack(full)] if full else []) + [w[None] for w in partial]:
+            losses = model(group.to(model.device), return_type="loss", loss_per_token=True)
+            total += losses.double().sum().item()
+            count += losses.numel()
+    return total / count
+
+
+@torch.no_grad()
+def sample_text(
+    model: HookedTransformer,
+    prompt: str,
+    n_tokens: int,
+    seed: int = 0,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+) -> str:
+    """``prompt`` continued by ``n_tokens`` sampled tokens; unlike ``model.generate`` the text
+    may outgrow ``n_ctx``, since each step sees only the last ``n_ctx`` tokens (nanoGPT's
+    ``sample.py``).
+
+    Example:
+        >>> print(sample_text(interp.load_model("shakespeare-char"), "ROMEO:\n", 200, seed=0))
+    """
+    generator = torch.Generator(model.device).manual_seed(seed)
+    tokens = model.to_tokens(prompt)  # [1, pos]
+    for _ in range(n_tokens):
+        logits = model(tokens[:, -model.cfg.n_ctx :])[:, -1]  # [1, d_vocab]
+        next_token = sample_next_token(logits, True, temperature, top_k, None, generator)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+    return model.to_string(tokens[0])
+
+
+# -------------------------------------------------------------------- repeated-token data
+def repeated_token_batch(
+    batch_size: int,
+    n_ctx: int,
+    d_vocab: int,
+    generator: torch.Generator,
+    min_period: int,
+    max_period: int,
+) -> Int[Tensor, "batch n_ctx"]:
+    """Random tokens in which, after a random-length prefix, a random block of ``min_period``
+    to ``max_period`` tokens repeats until the end. Token ``d_vocab - 1`` is a BOS at
+    position 0 and appears nowhere else.
+
+    Example:
+        >>> repeated_token_batch(1, 12, 10, torch.Generator().manual_seed(0), 3, 3)
+        tensor([[9, 4, 8, 0, 3, 6, 8, 0, 3, 6, 8, 0]])
+    """
+    bos = d_vocab - 1
+    tokens = torch.randint(0, bos, (batch_size, n_ctx), generator=generator)
+    tokens[:, 0] = bos
+    period = torch.randint(min_period, max_period + 1, (batch_size, 1), generator=generator)
+    room = (n_ctx - 1 - 2 * period + 1).clamp(min=1)  # the first copy fits twice
+    offset = 1 + (torch.rand(batch_size, 1, generator=generator) * room).long()
+    position = torch.arange(n_ctx)[None]
+    source = torch.where(
+        position >= offset + period, offset + (position - offset) % period, position
+    )
+    return tokens.gather(1, source)
+
+
+def repeated_sequence(
+    batch_size: int, half_length: int, d_vocab: int, seed: int
+) -> Int[Tensor, "batch 1+2*half_length"]:
+    """BOS, then ``half_length`` random tokens twice: the standard induction probe.
+
+    Example:
+        >>> repeated_sequence(1, 3, 10, seed=0).shape
+        torch.Size([1, 7])
+    """
+    generator = torch.Generator().manual_seed(seed)
+    half = torch.randint(0, d_vocab - 1, (batch_size, half_length), generator=generator)
+    bos = torch.full((batch_size, 1), d_vocab - 1)
+    return torch.cat([bos, half, half], dim=1)
+
+
+@torch.no_grad()
+def induction_figures(
+    model: HookedTransformer, half_length: int = 25, batch_size: int = 200, seed: int = 1234
+) -> dict[str, Any]:
+    """Per-head induction and previous-token scores [n_layers][n_heads] and the loss on the
+    second copy, on BOS + ``half_length`` random tokens repeated once.
+
+    The induction score is the mean attention from a second-copy token to the token after
+    its first occurrence; the previous-token score, the mean attention to the token just
+    before (over every position after the first).
+
+    Example:
+        >>> induction_figures(interp.load_model("attn-only-2l"))["induction_scores"][1]
+        [0.9..., ...]
+    """
+    tokens = repeated_sequence(batch_size, half_length, model.cfg.d_vocab, seed)
+    logits, cache = model.run_with_cache(tokens, names_filter=lambda name: "pattern" in name)
+    second_copy = torch.arange(1 + half_length, 1 + 2 * half_length)  # query positions
+    after_first = second_copy - half_length + 1
+    query = torch.arange(1, tokens.shape[1])
+    induction, previous = [], []
+    for layer in range(model.cfg.n_layers):
+        pattern = cache["pattern", layer]  # [batch, head, query_pos, key_pos]
+        induction.append(pattern[:, :, second_copy, after_first].mean((0, 2)).tolist())
+        previous.append(pattern[:, :, query, query - 1].mean((0, 2)).tolist())
+    log_probs = logits[:, :-1].log_softmax(-1).gather(-1, tokens[:, 1:, None])[..., 0]
+    losses = -log_probs  # [batch, pos - 1]; entry i predicts token i + 1
+    second_copy_loss = losses[:, 1 + half_length : 2 * half_length].mean().item()
+    return {
+        "induction_scores": induction,
+        "previous_token_scores": previous,
+        "second_copy_loss": second_copy_loss,
+    }
+
+
+# -------------------------------------------------------------------------------- training
+def lr_at(step: int, recipe: Recipe) -> float:
+    """Linear warmup, then cosine decay from ``lr`` to ``min_lr`` at the last step.
+
+    Example:
+        >>> lr_at(0, RECIPES["shakespeare-char"])
+        2e-05
+    """
+    if step < recipe.warmup_steps:
+        return recipe.lr * (step + 1) / recipe.warmup_steps
+    progress = (step - recipe.warmup_steps) / max(1, recipe.steps - recipe.warmup_steps)
+    return recipe.min_lr + 0.5 * (recipe.lr - recipe.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: HookedTransformer, recipe: Recipe) -> torch.optim.AdamW:
+    """AdamW with weight decay on the weight matrices (``W_*``) only, as in nanoGPT."""
+    matrices = [p for name, p in model.named_parameters() if name.split(".")[-1].startswith("W_")]
+    others = [p for name, p in model.named_parameters() if not name.split(".")[-1].startswith("W_")]
+    groups = [
+        {"params": matrices, "weight_decay": recipe.weight_decay},
+        {"params": others, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=recipe.lr, betas=recipe.betas, foreach=False)
+
+
+def fit(
+    model: HookedTransformer,
+    recipe: Recipe,
+    next_batch: Callable[[], Int[Tensor, "batch pos"]],
+    progress: bool = True,
+) -> list[float]:
+    """Train ``model`` in place for ``recipe.steps`` steps on ``next_batch()``; the losses.
+
+    Example:
+        >>> fit(model, recipe, lambda: text_batch(tokens, 32, model.cfg.n_ctx, generator))
+    """
+    optimizer = make_optimizer(model, recipe)
+    losses = []
+    model.train()
+    bar = tqdm(range(recipe.steps), disable=not progress, desc="training", unit="step")
+    for step in bar:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, recipe)
+        loss = model(next_batch(), return_type="loss")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if recipe.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+        optimizer.step()
+        losses.append(loss.item())
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+    return losses
+
+
+def train(
+    name: str,
+    text: str | None = None,
+    seed: int | None = None,
+    steps: int | None = None,
+    progress: bool = True,
+    **recipe_overrides: Any,
+) -> HookedTransformer:
+    """Train the recipe ``name`` from ``seed`` (default: the recipe's) and return the model,
+    with the run's figures in ``model.cfg.extra``.
+
+    ``text`` replaces tiny-shakespeare for text recipes. Other ``Recipe`` fields can be
+    overridden by keyword (e.g. ``batch_size=8``).
+
+    Example:
+        >>> model = train("shakespeare-char", steps=100, progress=False)
+        >>> model.cfg.extra["val_loss"]
+        2.4...
+    """
+    if name not in RECIPES:
+        raise ValueError(f"No recipe named {name!r}; choose one of {sorted(RECIPES)}.")
+    recipe = replace(RECIPES[name], **recipe_overrides)
+    if seed is not None:
+        recipe = replace(recipe, seed=seed)
+    if steps is not None:
+        recipe = replace(recipe, steps=steps)
+    if text is not None and recipe.data != "text":
+        raise ValueError(f"{name!r} trains on generated tokens, not text; drop --text.")
+    torch.set_num_threads(recipe.threads)
+    torch.manual_seed(recipe.seed)
+    generator = torch.Generator().manual_seed(recipe.seed + 1)
+    started = time.perf_counter()
+    if recipe.data == "text":
+        model, figures = _train_on_text(name, recipe, text, generator, progress)
+    else:
+        model, figures = _train_on_repeated_tokens(name, recipe, generator, progress)
+    model.cfg.extra.update(
+        figures,
+        seed=recipe.seed,
+        steps=recipe.steps,
+        threads=recipe.threads,
+        torch_version=torch.__version__,
+        train_seconds=round(time.perf_counter() - started, 1),
+    )
+    return model
+
+
+def _train_on_text(
+    name: str, recipe: Recipe, text: str | None, generator: torch.Generator, progress: bool
+) -> tuple[HookedTransformer, dict[str, Any]]:
+    text = default_text() if text is None else text
+    tokenizer = CharTokenizer(sorted(set(text)))
+    train_text, val_text = split_text(text)
+    train_tokens = torch.tensor(tokenizer.encode(train_text))
+    cfg = HookedTransformerConfig(
+        **recipe.config, d_vocab=tokenizer.vocab_size, seed=recipe.seed, model_name=name
+    )
+    model = HookedTransformer(cfg, tokenizer=tokenizer)
+    losses = fit(
+        model,
+        recipe,
+        lambda: text_batch(train_tokens, recipe.batch_size, cfg.n_ctx, generator),
+        progress,
+    )
+    figures = {
+        "final_train_loss": losses[-1],
+        "val_loss": text_loss(model, val_text),
+        "val_fraction": VAL_FRACTION,
+    }
+    return model, figures
+
+
+def _train_on_repeated_tokens(
+    name: str, recipe: Recipe, generator: torch.Generator, progress: bool
+) -> tuple[HookedTransformer, dict[str, Any]]:
+    cfg = HookedTransformerConfig(**recipe.config, seed=recipe.seed, model_name=name)
+    model = HookedTransformer(cfg)
+    options = recipe.data_options
+    losses = fit(
+        model,
+        recipe,
+        lambda: repeated_token_batch(
+            recipe.batch_size, cfg.n_ctx, cfg.d_vocab, generator, **options
+        ),
+        progress,
+    )
+    return model, {"final_train_loss": losses[-1], **induction_figures(model)}
+
+
+# ------------------------------------------------------------------------------------- CLI
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m interp.train <model> [--text FILE] [--seed N] [--steps N] [--out DIR]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m interp.train", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("model", choices=sorted(RECIPES), help="which recipe to train")
+    parser.add_argument("--text", type=Path, help="train on this UTF-8 text file instead")
+    parser.add_argument("--seed", type=int, help="random seed (default: the recipe's)")
+    parser.add_argument("--steps", type=int, help="training steps (default: the recipe's)")
+    parser.add_argument("--out", type=Path, help="save the model here (native format)")
+    args = parser.parse_args(argv)
+    text = args.text.read_text(encoding="utf-8") if args.text is not None else None
+    model = train(args.model, text=text, seed=args.seed, steps=args.steps)
+    model.cfg.extra["command"] = shlex.join(
+        ["python", "-m", "interp.train", *(argv or sys.argv[1:])]
+    )
+    for key, value in model.cfg.extra.items():
+        print(f"{key}: {value}")
+    if args.out is not None:
+        model.save(args.out)
+        print(f"saved to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
