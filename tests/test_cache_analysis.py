@@ -285,3 +285,19 @@ def test_bad_arguments_give_clear_errors():
     _, partial = model.run_with_cache(torch.arange(5)[None], names_filter="hook_embed")
     with pytest.raises(KeyError, match="widen run_with_cache's names_filter"):
         partial.decompose_resid()
+
+
+def test_cache_in_another_dtype():
+    """A cache stored in float64 (run_with_cache(dtype=...)) still decomposes and attributes."""
+    model = make_model("ln_mlp")
+    tokens = torch.arange(6)[None]
+    logits, cache = model.run_with_cache(tokens, dtype=torch.float64)
+    stack = cache.get_full_resid_decomposition(pos_slice=-1, expand_neurons=False)
+    assert stack.dtype == torch.float64
+    attributions = cache.logit_attrs(stack, 3, pos_slice=-1)
+    bias = model.b_U[3] + model.ln_final.b @ model.W_U[:, 3]
+    torch.testing.assert_close(
+        (attributions.sum() + bias).float(), logits[0, -1, 3], atol=1e-4, rtol=0
+    )
+    with pytest.raises(ValueError, match=r"Block index 2 is out of range: pass 0..1"):
+        cache.get_neuron_results(2)

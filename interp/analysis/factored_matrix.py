@@ -94,7 +94,7 @@ class FactoredMatrix:
                 f"{self.rdim} rows."
             )
         if other.ndim == 1:
-            return self.A @ (self.B @ other)
+            return (self.A @ (self.B @ other[:, None]))[..., 0]
         # Fold the new matrix into whichever side keeps the hidden dimension smallest.
         if self.mdim < self.rdim:
             return FactoredMatrix(self.A, self.B @ other)
@@ -110,7 +110,7 @@ class FactoredMatrix:
                 f"{self.ldim} columns."
             )
         if other.ndim == 1:
-            return (other @ self.A) @ self.B
+            return ((other[None] @ self.A) @ self.B)[..., 0, :]
         if self.mdim < self.ldim:
             return FactoredMatrix(other @ self.A, self.B)
         return FactoredMatrix(other, self.AB)

@@ -98,7 +98,7 @@ def attention_similarity(
     if error_measure not in ("mul", "abs"):
         raise ValueError(f"error_measure must be 'mul' or 'abs', got {error_measure!r}.")
     n_pos = patterns.shape[-1]
-    keep = torch.ones(n_pos, n_pos, device=patterns.device)
+    keep = torch.ones(patterns.shape[-2:], device=patterns.device)
     if exclude_bos:
         keep[:, 0] = 0
     if exclude_current_token:

@@ -121,7 +121,7 @@ def logit_lens(
         )
     if not 1 <= top_k <= model.cfg.d_vocab_out:
         raise ValueError(f"top_k={top_k} must be in 1..d_vocab={model.cfg.d_vocab_out}.")
-    next_tokens = tokens[:, 1:].to(stack.device)
+    next_tokens = tokens[:, 1:].to(model.W_U.device)
     top_tokens, top_probs, correct_probs, correct_ranks = [], [], [], []
     for resid in stack:  # one stage at a time keeps only one [batch, pos, d_vocab] alive
         log_probs = model.unembed(model.ln_final(resid.to(model.W_U))).float().log_softmax(-1)
