@@ -170,6 +170,11 @@ def _score_sequence(
             for layer in range(model.cfg.n_layers)
         ]
     )
+    if cache.has_batch_dim and cache["pattern", 0].shape[0] != 1:
+        raise ValueError(
+            f"The cache holds a batch of {cache['pattern', 0].shape[0]} sequences; pass the cache "
+            "of this one sequence (or none)."
+        )
     if patterns.shape[-1] != n_pos:
         raise ValueError(
             f"The cache holds {patterns.shape[-1]}-token patterns but seq has {n_pos} tokens."

@@ -132,6 +132,9 @@ def test_bad_input_is_explained(gpt2_vocab_model, planted, repeated_tokens):
     _, cache = gpt2_vocab_model.run_with_cache(TEXT)
     with pytest.raises(ValueError, match="A cache holds one sequence"):
         detect_head(gpt2_vocab_model, [TEXT, TEXT], "induction_head", cache=cache)
+    _, batch_cache = gpt2_vocab_model.run_with_cache([TEXT, TEXT])
+    with pytest.raises(ValueError, match="holds a batch of 2 sequences"):
+        detect_head(gpt2_vocab_model, TEXT, "induction_head", cache=batch_cache)
     with pytest.raises(ValueError, match="lower triangular with shape"):
         detect_head(gpt2_vocab_model, TEXT, torch.ones(3, 3))
     with pytest.raises(ValueError, match="needs 2..n_ctx=32"):
