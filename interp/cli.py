@@ -66,7 +66,7 @@ def demo_model() -> tuple[HookedTransformer, list[str]]:
     Example:
         >>> model, warnings = demo_model()
     """
-    if hasattr(interp, "load_model"):
+    if hasattr(interp, "list_models") and DEMO_MODEL in interp.list_models():
         return interp.load_model(DEMO_MODEL), []
     return random_demo_model(), [RANDOM_MODEL_WARNING]
 

@@ -1,0 +1,125 @@
+"""interp.viz.report_data and interp.viz.report: the numbers the report shows, checked
+against naive references, and the page built from them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from interp import HookedTransformer, HookedTransformerConfig
+from interp.utils import get_act_name
+from interp.viz.report import report_html, summary_text, write_report
+from interp.viz.report_data import (
+    analyse_prompt,
+    logit_lens,
+    prompt_head_scores,
+    resid_pre_patching,
+)
+
+PROMPT = "The cat sat on the mat. The cat sat"
+CORRUPTED = "The dog sat on the mat. The dog sat"
+
+
+@pytest.fixture(scope="module")
+def model():
+    cfg = HookedTransformerConfig(
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        d_mlp=64,
+        d_vocab=50257,
+        n_ctx=64,
+        init_range=0.3,
+        seed=1,
+    )
+    return HookedTransformer(cfg, tokenizer="gpt2").eval()
+
+
+def test_logit_lens_last_stage_is_the_model_output(model):
+    logits, cache = model.run_with_cache(PROMPT)
+    lens = logit_lens(model, cache)
+    assert lens.stage_labels == ["embed", "L0", "L1"]
+    probs = logits[0].softmax(dim=-1)
+    torch.testing.assert_close(lens.top_probs[-1], probs.max(dim=-1).values)
+    assert lens.top_tokens[-1] == [model.tokenizer.token_str(int(i)) for i in probs.argmax(-1)]
+    # The embedding stage: unembed(ln_final(embed + pos_embed)).
+    embed_probs = model.unembed(model.ln_final(cache["resid_pre", 0])).softmax(-1)[0]
+    torch.testing.assert_close(lens.top_probs[0], embed_probs.max(dim=-1).values)
+
+
+def test_head_scores_match_a_naive_loop(model):
+    tokens = model.to_tokens(PROMPT)
+    _, cache = model.run_with_cache(tokens)
+    scores = prompt_head_scores(tokens, cache, model.cfg.n_layers)
+    ids = tokens[0].tolist()
+    for layer in range(model.cfg.n_layers):
+        for head in range(model.cfg.n_heads):
+            pattern = cache["pattern", layer][0, head]
+            prev = dup = ind = 0.0
+            for q in range(len(ids)):
+                for k in range(q):
+                    prev += float(pattern[q, k]) * (k == q - 1)
+                    dup += float(pattern[q, k]) * (ids[k] == ids[q])
+                    ind += float(pattern[q, k]) * (k > 0 and ids[k - 1] == ids[q])
+            total = float(pattern.sum())
+            assert scores["previous token"][layer, head] == pytest.approx(prev / total, abs=1e-5)
+            assert scores["duplicate token"][layer, head] == pytest.approx(dup / total, abs=1e-5)
+            assert scores["induction"][layer, head] == pytest.approx(ind / total, abs=1e-5)
+
+
+def test_batched_patching_matches_one_forward_per_index(model):
+    clean, corrupted = model.to_tokens(PROMPT), model.to_tokens(CORRUPTED)
+    _, cache = model.run_with_cache(clean)
+    answer, wrong = model.to_single_token(" on"), model.to_single_token(" mat")
+    results = resid_pre_patching(model, corrupted, cache, answer, wrong)
+    for layer in range(model.cfg.n_layers):
+        for position in range(clean.shape[1]):
+
+            def patch(resid, hook, position=position, layer=layer):
+                resid[:, position] = cache["resid_pre", layer][:, position]
+                return resid
+
+            with torch.no_grad():
+                logits = model.run_with_hooks(
+                    corrupted, fwd_hooks=[(get_act_name("resid_pre", layer), patch)]
+                )
+            expected = float(logits[0, -1, answer] - logits[0, -1, wrong])
+            assert results[layer, position] == pytest.approx(expected, abs=1e-4)
+
+
+def test_analysis_normalises_patching_and_checks_lengths(model):
+    analysis = analyse_prompt(model, PROMPT, CORRUPTED, answer=" on", wrong_answer=" mat")
+    patching = analysis.patching
+    changed = [
+        i
+        for i, (a, b) in enumerate(zip(analysis.tokens, patching.corrupted_tokens, strict=True))
+        if a != b
+    ]
+    assert patching.normalised and changed == [2, 9]
+    # Layer 0's input at a position whose token is the same in both prompts is the same
+    # embedding, so patching it changes nothing: 0 on the normalised scale.
+    unchanged = [i for i in range(len(analysis.tokens)) if i not in changed]
+    torch.testing.assert_close(
+        patching.results[0, unchanged], torch.zeros(len(unchanged)), atol=1e-4, rtol=0
+    )
+    with pytest.raises(ValueError, match="same length in tokens"):
+        analyse_prompt(model, PROMPT, "The dog")
+    with pytest.raises(ValueError, match="same token"):
+        analyse_prompt(model, PROMPT, CORRUPTED, answer=" on", wrong_answer=" on")
+    with pytest.raises(ValueError, match="empty"):
+        analyse_prompt(model, "")
+
+
+def test_report_page_holds_every_section_once_with_libraries_inlined_once(model, tmp_path):
+    path, analysis = write_report(
+        model, PROMPT, tmp_path / "r.html", CORRUPTED, warnings=["random <weights>"]
+    )
+    page = path.read_text()
+    for section in ("summary", "attention", "logit-lens", "head-scores", "patching"):
+        assert page.count(f"<section id='{section}'>") == 1
+    assert page.count("var CircuitsVis=") == 1 and page.count("plotly.js v") == 1
+    assert page.count("CircuitsVis.render(") == model.cfg.n_layers
+    assert "random &lt;weights&gt;" in page and "<script src" not in page
+    text = summary_text(analysis)
+    assert "top induction head: L" in text and "patching: strongest effect" in text
+    assert "<section id='patching'>" not in report_html(analyse_prompt(model, PROMPT))
