@@ -11,9 +11,9 @@ from interp.utils import get_act_name
 from interp.viz.report import report_html, summary_text, write_report
 from interp.viz.report_data import (
     analyse_prompt,
-    logit_lens,
     prompt_head_scores,
     resid_pre_patching,
+    top_predictions_by_stage,
 )
 
 PROMPT = "The cat sat on the mat. The cat sat"
@@ -35,22 +35,21 @@ def model():
     return HookedTransformer(cfg, tokenizer="gpt2").eval()
 
 
-def test_logit_lens_last_stage_is_the_model_output(model):
-    logits, cache = model.run_with_cache(PROMPT)
-    lens = logit_lens(model, cache)
-    assert lens.stage_labels == ["embed", "L0", "L1"]
-    probs = logits[0].softmax(dim=-1)
-    torch.testing.assert_close(lens.top_probs[-1], probs.max(dim=-1).values)
-    assert lens.top_tokens[-1] == [model.tokenizer.token_str(int(i)) for i in probs.argmax(-1)]
-    # The embedding stage: unembed(ln_final(embed + pos_embed)).
-    embed_probs = model.unembed(model.ln_final(cache["resid_pre", 0])).softmax(-1)[0]
-    torch.testing.assert_close(lens.top_probs[0], embed_probs.max(dim=-1).values)
+def test_report_logit_lens_ends_with_the_model_output(model):
+    logits, _ = model.run_with_cache(PROMPT)
+    analysis = analyse_prompt(model, PROMPT)
+    probs, predictions = top_predictions_by_stage(analysis.logit_lens)
+    assert probs.shape == (2 * model.cfg.n_layers + 1, len(analysis.tokens))  # pre, mid, final
+    final = logits[0].softmax(dim=-1)
+    torch.testing.assert_close(probs[-1], final.max(dim=-1).values)
+    assert predictions[-1] == [model.tokenizer.token_str(int(i)) for i in final.argmax(-1)]
+    assert analysis.top_predictions[0][0] == predictions[-1][-1]
 
 
 def test_head_scores_match_a_naive_loop(model):
     tokens = model.to_tokens(PROMPT)
     _, cache = model.run_with_cache(tokens)
-    scores = prompt_head_scores(tokens, cache, model.cfg.n_layers)
+    scores = prompt_head_scores(model, tokens, cache)
     ids = tokens[0].tolist()
     for layer in range(model.cfg.n_layers):
         for head in range(model.cfg.n_heads):

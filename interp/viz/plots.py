@@ -237,15 +237,15 @@ def logit_lens_plot(
     top_tokens: Sequence[Sequence[str]],
     stage_labels: Sequence[str],
     tokens: Sequence[str],
-    title: str = "Logit lens: top prediction after each layer",
+    title: str = "Logit lens: top prediction at each depth",
 ) -> go.Figure:
     """The top next-token prediction (written in the cell) and its probability (colour) at
-    every position after every stage (embeddings, each layer).
+    every position after every stage of the residual stream (e.g. entering each layer).
 
     ``top_probs`` [n_stages, pos]; ``top_tokens`` [n_stages][pos] strings.
 
     Example:
-        >>> logit_lens_plot(probs, predictions, ["embed", "L0", "L1"], model.to_str_tokens(p))
+        >>> logit_lens_plot(probs, predictions, ["0_pre", "1_pre", "final_post"], str_tokens)
     """
     array = _check_2d(top_probs)
     fig = imshow(
@@ -253,7 +253,7 @@ def logit_lens_plot(
         x_labels=position_labels(tokens),
         y_labels=stage_labels,
         x_title="position (token|index)",
-        y_title="residual stream after",
+        y_title="residual stream",
         title=title,
         diverging=False,
         zmin=0.0,

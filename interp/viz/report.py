@@ -20,7 +20,7 @@ from interp.viz.plots import (
     patching_heatmap,
     plotly_script,
 )
-from interp.viz.report_data import PromptAnalysis, analyse_prompt
+from interp.viz.report_data import PromptAnalysis, analyse_prompt, top_predictions_by_stage
 
 
 def _token_spans(tokens: Sequence[str]) -> str:
@@ -72,12 +72,14 @@ def _attention_section(analysis: PromptAnalysis) -> str:
 
 def _logit_lens_section(analysis: PromptAnalysis) -> str:
     lens = analysis.logit_lens
-    fig = logit_lens_plot(lens.top_probs, lens.top_tokens, lens.stage_labels, analysis.tokens)
+    probs, predictions = top_predictions_by_stage(lens)
+    fig = logit_lens_plot(probs, predictions, lens.labels, analysis.tokens)
     return (
-        "<section id='logit-lens'><h2>Logit lens</h2><p class='note'>The residual stream after "
-        "the embeddings and after each layer, put through the final layer norm and unembedding: "
-        "each cell is the top next-token prediction at that position and its probability. The "
-        f"last row is the model's output.</p>{figure_fragment(fig)}</section>"
+        "<section id='logit-lens'><h2>Logit lens</h2><p class='note'>The residual stream "
+        "entering each layer (<i>pre</i>), after its attention (<i>mid</i>) and at the end, put "
+        "through the final layer norm and unembedding: each cell is the top next-token "
+        "prediction at that position and its probability. The last row is the model's output."
+        f"</p>{figure_fragment(fig)}</section>"
     )
 
 

@@ -1,8 +1,9 @@
 """What the HTML report shows about one prompt, computed from one cached forward pass (and,
 with a corrupted prompt, one batched patching sweep).
 
-Each quantity is a small function of the model and cache, so the report stays a thin
-renderer and the numbers can be checked on their own.
+The logit lens and head scores come from ``interp.analysis``; the residual-stream patching
+sweep is computed here. Each quantity is a small function of the model and cache, so the
+report stays a thin renderer and the numbers can be checked on their own.
 """
 
 from __future__ import annotations
@@ -13,22 +14,16 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.analysis import LogitLens, head_scores, logit_lens
 from interp.cache import ActivationCache
 from interp.model import HookedTransformer
 from interp.utils import get_act_name
 
-
-@dataclass
-class LogitLens:
-    """Top-1 next-token prediction at every position after each stage of the residual stream.
-
-    ``top_probs`` [n_stages, pos]; ``top_tokens[stage][pos]``; stages are the embeddings
-    ("embed") and the output of each layer ("L0", ...); the last stage is the model's output.
-    """
-
-    stage_labels: list[str]
-    top_tokens: list[list[str]]
-    top_probs: Float[Tensor, "n_stages pos"]
+HEAD_SCORE_NAMES = {
+    "previous_token_head": "previous token",
+    "duplicate_token_head": "duplicate token",
+    "induction_head": "induction",
+}
 
 
 @dataclass
@@ -71,58 +66,29 @@ class PromptAnalysis:
         return best
 
 
-def logit_lens(model: HookedTransformer, cache: ActivationCache, top_k: int = 1) -> LogitLens:
-    """Unembed the residual stream after the embeddings and after each layer (through the
-    final layer norm, recomputed for each stage) and keep the top prediction per position.
-
-    Reads ``blocks.{l}.hook_resid_pre`` for l = 0 and ``blocks.{l}.hook_resid_post`` for all l
-    from a batch-of-one ``cache``.
-
-    Example:
-        >>> _, cache = model.run_with_cache(prompt)
-        >>> lens = logit_lens(model, cache)
-        >>> lens.top_tokens[-1][-1]     # the model's own prediction after the last token
-    """
-    stages = [cache["resid_pre", 0]] + [
-        cache["resid_post", layer] for layer in range(model.cfg.n_layers)
-    ]
-    residuals = torch.stack([stage[0] for stage in stages])  # [n_stages, pos, d_model]
-    with torch.no_grad():
-        probs = model.unembed(model.ln_final(residuals)).float().softmax(dim=-1)
-    top_probs, top_ids = probs.max(dim=-1)  # [n_stages, pos]
-    tokenizer = model.tokenizer
-    top_tokens = [[tokenizer.token_str(int(i)) for i in row] for row in top_ids]
-    labels = ["embed"] + [f"L{layer}" for layer in range(model.cfg.n_layers)]
-    return LogitLens(labels, top_tokens, top_probs.cpu())
-
-
 def prompt_head_scores(
-    tokens: Int[Tensor, "1 pos"], cache: ActivationCache, n_layers: int
+    model: HookedTransformer, tokens: Int[Tensor, "1 pos"], cache: ActivationCache
 ) -> dict[str, Float[Tensor, "n_layers n_heads"]]:
-    """Previous-token, duplicate-token and induction scores of every head on this prompt:
-    the fraction of each head's attention that falls where a head of that kind attends
-    (TransformerLens's ``head_detector`` "mul" measure). Keys are readable kind names.
+    """``interp.analysis.head_scores`` on this prompt, keyed by readable kind names: the
+    fraction of each head's attention that falls where a head of that kind attends.
 
     Example:
-        >>> prompt_head_scores(tokens, cache, model.cfg.n_layers)["induction"]  # [layer, head]
+        >>> prompt_head_scores(model, tokens, cache)["induction"].shape   # [n_layers, n_heads]
     """
-    ids = tokens[0]
-    n_pos = ids.shape[0]
-    below = torch.ones(n_pos, n_pos, device=ids.device).tril(-1)  # [query, key], key < query
-    duplicate = (ids[:, None] == ids[None, :]).float() * below  # an earlier copy of the token
-    induction = torch.zeros_like(duplicate)
-    induction[:, 1:] = duplicate[:, :-1]  # the key right after an earlier copy
-    targets = {
-        "previous token": below - below.tril(-2),  # the key just before the query
-        "duplicate token": duplicate,
-        "induction": induction,
-    }
-    patterns = torch.stack([cache["pattern", layer][0] for layer in range(n_layers)]).float()
-    total = patterns.sum(dim=(-2, -1))  # [n_layers, n_heads]
-    return {
-        kind: ((patterns * target).sum(dim=(-2, -1)) / total).cpu()
-        for kind, target in targets.items()
-    }
+    scores = head_scores(model, tokens, cache=cache)
+    return {HEAD_SCORE_NAMES[kind]: values.cpu() for kind, values in scores.items()}
+
+
+def top_predictions_by_stage(lens: LogitLens) -> tuple[Float[Tensor, "n_stages pos"], list]:
+    """The logit lens's top-1 probability [n_stages, pos] and token string ``[stage][pos]``
+    for the first prompt of the batch.
+
+    Example:
+        >>> probs, tokens = top_predictions_by_stage(logit_lens(model, prompt))
+    """
+    probs = lens.top_probs[:, 0, :, 0].cpu()
+    ids = lens.top_tokens[:, 0, :, 0].tolist()
+    return probs, [[lens.tokenizer.token_str(i) for i in row] for row in ids]
 
 
 def resid_pre_patching(
@@ -205,9 +171,7 @@ def analyse_prompt(
     with torch.no_grad():
         logits, cache = model.run_with_cache(
             tokens,
-            names_filter=lambda name: name.endswith(
-                ("hook_pattern", "hook_resid_pre", "hook_resid_post")
-            ),
+            names_filter=lambda name: name.endswith("hook_pattern") or "hook_resid_" in name,
         )
     probs = logits[0, -1].float().softmax(dim=-1)
     top_probs, top_ids = probs.topk(min(5, probs.shape[0]))
@@ -225,8 +189,8 @@ def analyse_prompt(
             (model.tokenizer.token_str(int(i)), float(p))
             for i, p in zip(top_ids, top_probs, strict=True)
         ],
-        logit_lens=logit_lens(model, cache),
-        head_scores=prompt_head_scores(tokens, cache, cfg.n_layers),
+        logit_lens=logit_lens(model, tokens, cache=cache),
+        head_scores=prompt_head_scores(model, tokens, cache),
     )
     if corrupted_prompt is not None:
         analysis.patching = _patching(
