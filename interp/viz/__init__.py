@@ -1,0 +1,33 @@
+"""Visualization: offline circuitsvis attention views, plotly helpers and the HTML report."""
+
+from interp.viz.activations import token_activations
+from interp.viz.attention import attention_heads, attention_pattern
+from interp.viz.circuitsvis_view import CircuitsVisView
+from interp.viz.plots import (
+    head_score_grid,
+    imshow,
+    line,
+    logit_lens_plot,
+    patching_heatmap,
+    save_html,
+    save_image,
+    scatter,
+)
+from interp.viz.report import report_html, write_report
+
+__all__ = [
+    "CircuitsVisView",
+    "attention_heads",
+    "attention_pattern",
+    "head_score_grid",
+    "imshow",
+    "line",
+    "logit_lens_plot",
+    "patching_heatmap",
+    "report_html",
+    "save_html",
+    "save_image",
+    "scatter",
+    "token_activations",
+    "write_report",
+]
