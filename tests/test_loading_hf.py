@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import torch
 import transformers
 
 from interp import HookedTransformer
+from interp.config import preset_config
 from interp.loading.checkpoint import CheckpointError
 from interp.tokenizers import GPT2Tokenizer, HuggingFaceTokenizer
 from tests.conftest import make_hf_gpt2
@@ -290,3 +292,22 @@ def test_hub_id_offline(tmp_path):
     assert "Connect to the internet once" in error_line
     max_diff = next(line for line in result.stdout.splitlines() if line.startswith("MAXDIFF:"))
     assert float(max_diff.split()[1]) <= 1e-4
+
+
+def test_peak_memory_of_loading_stays_near_the_model_size(tmp_path):
+    """Measured in a fresh process with benchmarks/loading_memory.py (GPT-2-small width, two
+    layers, so the embeddings' conversion dominates); the naive load peaks at about 2.5x."""
+    spec = importlib.util.spec_from_file_location(
+        "loading_memory", Path(__file__).parent.parent / "benchmarks" / "loading_memory.py"
+    )
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    shapes = {
+        "model": preset_config("gpt2", d_vocab=5000, n_layers=2),
+        "warm-up": preset_config("gpt2", n_layers=1, d_model=64, n_heads=4, d_vocab=1000),
+    }
+    for name, cfg in shapes.items():
+        (tmp_path / name).mkdir()
+        benchmark.write_checkpoint(tmp_path / name, cfg)
+    figures = benchmark.measure(tmp_path / "model", tmp_path / "warm-up", "interp")
+    assert figures["ratio"] < 1.5, figures

@@ -222,12 +222,15 @@ def build_model(
     tokenizer: Any = None,
     device: torch.device | str | None = None,
     what: str = "The checkpoint",
+    fresh: bool = False,
 ) -> Any:
     """A HookedTransformer whose parameters are ``tensors`` (our names), in ``cfg.dtype``.
 
-    The model is built on the meta device and each tensor is copied to ``device`` in
-    ``cfg.dtype`` as it arrives; a source that forgets each tensor once it is taken (a
-    ``TensorSource``) keeps only one copy of the weights alive.
+    The model is built on the meta device and each tensor is placed on ``device`` in
+    ``cfg.dtype`` as it arrives. Tensors are copied unless ``fresh`` says they were read for
+    this load alone (then one already in place is kept as it is), so the model never aliases
+    a caller's tensors; a source that forgets each tensor once taken (a ``TensorSource``)
+    keeps only one copy of the weights alive.
 
     Example:
         >>> model = build_model(cfg, model_on_cpu.state_dict().items(), device="cuda")
@@ -235,7 +238,7 @@ def build_model(
     from interp.model import HookedTransformer
 
     device = torch.device(device if device is not None else "cpu")
-    placed = {name: _placed(tensor, device, cfg.dtype) for name, tensor in tensors}
+    placed = {name: _placed(tensor, device, cfg.dtype, fresh) for name, tensor in tensors}
     # The meta device allocates nothing; seed and device only matter for real tensors.
     seed, cfg.seed, cfg.device = cfg.seed, None, None
     try:
@@ -250,9 +253,10 @@ def build_model(
     return model
 
 
-def _placed(tensor: Tensor, device: torch.device, dtype: torch.dtype) -> Tensor:
-    """A contiguous copy of ``tensor`` on ``device`` in ``dtype``, sharing nothing with it
-    (so the model never aliases a caller's tensors or a slice of a fused checkpoint tensor)."""
-    return tensor.detach().to(
-        device=device, dtype=dtype, memory_format=torch.contiguous_format, copy=True
-    )
+def _placed(tensor: Tensor, device: torch.device, dtype: torch.dtype, fresh: bool) -> Tensor:
+    """``tensor`` on ``device`` in ``dtype``, contiguous, owning exactly its own storage (not a
+    slice of a fused checkpoint tensor, which would keep the rest alive)."""
+    tensor = tensor.detach().to(device=device, dtype=dtype, copy=not fresh).contiguous()
+    if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
+        tensor = tensor.clone()
+    return tensor

@@ -191,7 +191,10 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
 
 def hf_folder_source(folder: Path) -> TensorSource:
     """The weights of a Hugging Face checkpoint folder: ``model.safetensors``, a sharded
-    ``model.safetensors.index.json``, ``pytorch_model.bin`` or its sharded index."""
+    ``model.safetensors.index.json``, ``pytorch_model.bin`` or its sharded index.
+
+    Every tensor it gives is read for this load alone (no memory map, no caller's dict).
+    """
     for index_name, single_name in _HF_WEIGHT_FILES:
         if (folder / single_name).is_file():
             paths = [folder / single_name]
@@ -263,7 +266,8 @@ def load_hf_folder(
     cfg.model_name = hf_config.get("_name_or_path") or folder.name
     source = check_hf_source(hf_folder_source(folder), cfg, f"The checkpoint in {folder}")
     tokenizer = folder_tokenizer(folder) if tokenizer is None else tokenizer
-    return build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, device, str(folder))
+    tensors = iter_hf_tensors(source, cfg)
+    return build_model(cfg, tensors, tokenizer, device, str(folder), fresh=True)
 
 
 def download_from_hub(repo_id: str) -> Path:
