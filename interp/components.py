@@ -61,12 +61,11 @@ class LayerNorm(nn.Module):
         if not (self.hook_scale.has_hooks or self.hook_normalized.has_hooks):
             return F.layer_norm(x, x.shape[-1:], self.w, self.b, self.eps)
         input_dtype = x.dtype
-        x = x.float()
-        x = x - x.mean(-1, keepdim=True)
-        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
-        x = x / scale
+        variance, mean = torch.var_mean(x.float(), dim=-1, keepdim=True, correction=0)
+        scale = self.hook_scale((variance + self.eps).sqrt())  # [batch, pos, 1]
+        x = (x - mean) / scale
         if self.w is not None:
-            x = x * self.w + self.b
+            x = torch.addcmul(self.b, x, self.w)
         return self.hook_normalized(x.to(input_dtype))
 
 
@@ -124,9 +123,14 @@ class Attention(nn.Module):
         """One of q, k, v for every head; per-head inputs (split qkv) have a head axis."""
         if x.ndim == 4:
             return torch.einsum("bphm,hmd->bphd", x, weight) + bias
+        # A batched matmul over heads reads the [n_heads, d_model, d_head] weight as it is
+        # stored: no per-forward copy into a [d_model, n_heads * d_head] matrix. The input is
+        # broadcast over heads (stride 0), and the bias is fused into the multiply-add.
         h, m, d = weight.shape
-        flat_weight = weight.permute(1, 0, 2).reshape(m, h * d)
-        return affine(x, flat_weight, bias.reshape(h * d)).view(*x.shape[:2], h, d)
+        batch, pos = x.shape[:2]
+        flat_x = x.reshape(1, batch * pos, m).expand(h, -1, -1)
+        per_head = torch.baddbmm(bias[:, None, :], flat_x, weight)  # [n_heads, batch*pos, d_head]
+        return per_head.view(h, batch, pos, d).permute(1, 2, 0, 3)  # a view, no copy
 
     def forward(
         self,
@@ -141,13 +145,13 @@ class Attention(nn.Module):
         v = self.hook_v(self.project(value_input, self.W_V, self.b_V))
         if past_kv is not None:
             k, v = past_kv.extend(k, v)
-        mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
 
         if self.cfg.use_fast_attention and not (
             self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks
         ):
-            z = self.fast_attention(q, k, v, mask, key_padding_mask is not None)
+            z = self.fast_attention(q, k, v, key_padding_mask)
         else:
+            mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
             z = self.explicit_attention(q, k, v, mask, key_padding_mask is not None)
         z = self.hook_z(z)  # [batch, query_pos, n_heads, d_head]
 
@@ -175,25 +179,49 @@ class Attention(nn.Module):
             allowed = allowed & key_padding_mask[:, None, None, :]
         return allowed
 
-    def explicit_attention(self, q, k, v, mask, padded: bool) -> Tensor:
-        """Scores and pattern as tensors that hooks can read and overwrite."""
-        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(self.cfg.d_head)
-        scores = self.hook_attn_scores(scores.masked_fill(~mask, float("-inf")))
+    def explicit_attention(
+        self,
+        q: Float[Tensor, "batch query_pos n_heads d_head"],
+        k: Float[Tensor, "batch key_pos n_heads d_head"],
+        v: Float[Tensor, "batch key_pos n_heads d_head"],
+        mask: Bool[Tensor, "batch_or_1 1 query_pos key_pos"],
+        padded: bool,
+    ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
+        """Scores and pattern as tensors that hooks can read and overwrite.
+
+        The matmuls run head-major, [n_heads, batch, ...], the layout ``project`` produces, so
+        they read q, k and v without copies; hooks see [batch, n_heads, ...] views of it.
+        """
+        scores = torch.matmul(q.permute(2, 0, 1, 3), k.permute(2, 0, 3, 1)).transpose(0, 1)
+        scores = scores.div_(math.sqrt(self.cfg.d_head)).masked_fill_(~mask, float("-inf"))
+        scores = self.hook_attn_scores(scores)  # [batch, n_heads, query_pos, key_pos]
         pattern = scores.float().softmax(dim=-1)
         if padded:  # a padding query that sees only padding keys attends to nothing
             pattern = pattern.nan_to_num(0.0)
-        pattern = self.hook_pattern(pattern.to(v.dtype))
-        return torch.einsum("bhqk,bkhd->bqhd", pattern, v)
+        pattern = self.hook_pattern(pattern.to(v.dtype))  # [batch, n_heads, query_pos, key_pos]
+        z = torch.matmul(pattern.transpose(0, 1), v.permute(2, 0, 1, 3))  # [h, b, q, d_head]
+        return z.permute(1, 2, 0, 3)
 
-    def fast_attention(self, q, k, v, mask, padded: bool) -> Tensor:
-        """The same result through ``scaled_dot_product_attention``."""
+    def fast_attention(
+        self,
+        q: Float[Tensor, "batch query_pos n_heads d_head"],
+        k: Float[Tensor, "batch key_pos n_heads d_head"],
+        v: Float[Tensor, "batch key_pos n_heads d_head"],
+        key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
+    ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
+        """The same result through ``scaled_dot_product_attention``; a mask tensor is built
+        only when the causal flag cannot express it (padding, or some keys already cached)."""
+        query_len, key_len = q.shape[1], k.shape[1]
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, n_heads, pos, d_head]
-        if padded or q.shape[2] != k.shape[2]:
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            if padded:
-                z = z.nan_to_num(0.0)
-        else:
+        if key_padding_mask is None and query_len == key_len:
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif key_padding_mask is None and query_len == 1:  # one new query sees every key
+            z = F.scaled_dot_product_attention(q, k, v)
+        else:
+            mask = self.attention_mask(query_len, key_len, key_padding_mask, q.device)
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            if key_padding_mask is not None:  # a query that sees only padding attends to nothing
+                z = z.nan_to_num(0.0)
         return z.transpose(1, 2)
 
 

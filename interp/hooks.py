@@ -18,6 +18,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from interp.caching import ActivationKeeper, PositionSlice
+
 HookFn = Callable[..., Tensor | None]
 NamesFilter = None | str | Sequence[str] | Callable[[str], bool]
 Direction = Literal["fwd", "bwd"]
@@ -242,17 +244,26 @@ class HookedRootModule(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         remove_batch_dim: bool = False,
+        pos_slice: PositionSlice = None,
     ) -> tuple[dict[str, Tensor], list[tuple[str, HookFn]], list[tuple[str, HookFn]]]:
-        """Hooks that store activations (and gradients, as ``name + "_grad"``) in a dict."""
+        """Hooks that store activations (and gradients, as ``name + "_grad"``) in a dict.
+
+        The storage options are ``run_with_cache``'s (see ``interp.caching.ActivationKeeper``).
+        With ``device="cpu"`` on a GPU the copies do not block: call
+        ``torch.cuda.synchronize()`` before reading the dict (``run_with_cache`` does).
+
+        Example:
+            >>> store, fwd_hooks, _ = model.get_caching_hooks("blocks.0.hook_resid_post")
+            >>> with model.hooks(fwd_hooks=fwd_hooks):
+            ...     model(tokens)
+        """
+        keeper = ActivationKeeper(device, dtype, remove_batch_dim, pos_slice)
         store: dict[str, Tensor] = {}
         names = self.hook_names(names_filter)
 
         def save(key: str) -> HookFn:
             def save_hook(activation: Tensor, hook: HookPoint) -> None:
-                kept = activation.detach()
-                if remove_batch_dim:
-                    kept = kept[0]
-                store[key] = kept.to(device=device, dtype=dtype)
+                store[key] = keeper.keep(activation, hook.name)
 
             return save_hook
 
@@ -267,24 +278,37 @@ class HookedRootModule(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         remove_batch_dim: bool = False,
+        pos_slice: PositionSlice = None,
         incl_bwd: bool = False,
         return_cache_object: bool = True,
         **model_kwargs: Any,
     ) -> tuple[Any, Any]:
         """Run the forward pass and keep the activations that ``names_filter`` selects.
 
-        The cache stays on the activations' device unless ``device`` is given, in the
-        activations' dtype unless ``dtype`` is given. With ``incl_bwd`` the output (a scalar,
-        e.g. ``return_type="loss"``) is backpropagated and gradients kept as ``name + "_grad"``.
+        The cache holds the activations themselves (detached, not copied), on their device
+        and in their dtype, unless asked otherwise:
+
+        - ``device``: move each activation there as it is produced; ``"cpu"`` on a GPU copies
+          through pinned memory without blocking, and synchronises before returning;
+        - ``dtype``: store in this floating type (e.g. ``torch.bfloat16`` halves the memory);
+        - ``pos_slice``: keep only these positions (an int, which drops the position axis,
+          a slice, or a list of positions); attention scores and patterns are sliced along
+          their query axis and keep every key;
+        - ``remove_batch_dim``: drop the batch axis of a batch of one.
+
+        With ``incl_bwd`` the output (a scalar, e.g. ``return_type="loss"``) is
+        backpropagated and gradients kept as ``name + "_grad"``.
 
         Example:
             >>> logits, cache = model.run_with_cache(tokens, names_filter=lambda n: "pattern" in n)
             >>> cache["pattern", 0].shape   # [batch, head, query_pos, key_pos]
+            >>> _, last = model.run_with_cache(tokens, pos_slice=-1, dtype=torch.float16)
+            >>> last["resid_post", 0].shape   # [batch, d_model]
         """
         from interp.cache import ActivationCache
 
         store, fwd, bwd = self.get_caching_hooks(
-            names_filter, incl_bwd, device, dtype, remove_batch_dim
+            names_filter, incl_bwd, device, dtype, remove_batch_dim, pos_slice
         )
         with self.hooks(fwd, bwd):
             model_out = self(*model_args, **model_kwargs)
@@ -295,6 +319,8 @@ class HookedRootModule(nn.Module):
                         "pass return_type='loss'."
                     )
                 model_out.backward()
+        if device is not None and torch.cuda.is_available():
+            torch.cuda.synchronize()  # the non-blocking copies to pinned memory have landed
         if not return_cache_object:
             return model_out, store
         return model_out, ActivationCache(store, self, has_batch_dim=not remove_batch_dim)

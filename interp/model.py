@@ -134,10 +134,11 @@ class HookedTransformer(HookedRootModule):
             residual = self.blocks[index](residual, key_padding_mask, past_kv)
         if stop_at_layer is not None:
             return residual
+        residual = self.ln_final(residual)  # runs for return_type=None too, so its hooks fire
         if return_type is None:
             return None
 
-        logits = self.unembed(self.ln_final(residual))  # [batch, pos, d_vocab]
+        logits = self.unembed(residual)  # [batch, pos, d_vocab]
         if return_type == "logits":
             return logits
         if tokens is None:
@@ -156,9 +157,11 @@ class HookedTransformer(HookedRootModule):
         if attention_mask is not None:
             positions = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)[:, past_len:]
         else:
-            positions = torch.arange(past_len, past_len + n_new, device=tokens.device)
-            positions = positions.expand(batch, n_new)
-        return self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(positions))
+            positions = torch.arange(past_len, past_len + n_new, device=tokens.device)[None]
+        # Without padding every row has the same positions: one [1, pos, d_model] lookup,
+        # broadcast (not copied) over the batch.
+        pos_embed = self.pos_embed(positions).expand(batch, n_new, -1)
+        return self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(pos_embed)
 
     def _layer_index(self, layer: int | None, what: str, default: int) -> int:
         if layer is None:
@@ -217,7 +220,10 @@ class HookedTransformer(HookedRootModule):
     # -------------------------------------------------------------------- run_with_cache
     def run_with_cache(self, *model_args: Any, names_filter: NamesFilter = None, **kwargs: Any):
         """``HookedRootModule.run_with_cache``, plus early exit: with ``return_type=None`` the
-        forward stops after the last block that any cached hook lives in.
+        forward stops after the last block that any cached hook lives in, and the output is None.
+
+        The default (``return_type="logits"``) runs the whole model and returns the logits, as
+        TransformerLens does, so ``logits, cache = model.run_with_cache(tokens)`` ports as is.
 
         Example:
             >>> _, cache = model.run_with_cache(tokens, names_filter="blocks.1.hook_resid_post",
@@ -225,6 +231,9 @@ class HookedTransformer(HookedRootModule):
         """
         if kwargs.get("return_type", "logits") is None and kwargs.get("stop_at_layer") is None:
             kwargs["stop_at_layer"] = self.last_layer_needed(self.hook_names(names_filter))
+            if kwargs["stop_at_layer"] is not None:  # the output is then a residual stream
+                _, cache = super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
+                return None, cache
         return super().run_with_cache(*model_args, names_filter=names_filter, **kwargs)
 
     def last_layer_needed(self, hook_names: Sequence[str]) -> int | None:
@@ -355,7 +364,8 @@ class HookedTransformer(HookedRootModule):
         verbose: bool = False,
     ) -> str | list[str] | Int[Tensor, "batch pos"]:
         """Continue text or tokens. Greedy when ``do_sample=False``; otherwise samples with
-        temperature, top-k and top-p. Hooks attached to the model fire at every step.
+        temperature, top-k and top-p. Hooks attached to the model fire at every step (those of
+        ``ln_final`` see only the last position, the only one whose logits are computed).
 
         Returns text for text input (``return_type="input"``) and tokens for tokens.
 
@@ -384,15 +394,21 @@ class HookedTransformer(HookedRootModule):
         finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=self.device)
         kv_cache = KeyValueCache.empty(self.cfg.n_layers) if use_past_kv_cache else None
         step_input, all_mask = tokens, mask
+        last_block = self.cfg.n_layers
         for _ in tqdm(range(max_new_tokens), disable=not verbose):
             if kv_cache is not None:
-                logits = self(step_input, attention_mask=mask, past_kv_cache=kv_cache)
+                residual = self(
+                    step_input,
+                    attention_mask=mask,
+                    past_kv_cache=kv_cache,
+                    stop_at_layer=last_block,
+                )
                 mask = None  # the cache remembers the padding
             else:
-                logits = self(tokens, attention_mask=all_mask)
-            next_token = sample_next_token(
-                logits[:, -1], do_sample, temperature, top_k, top_p, generator
-            )
+                residual = self(tokens, attention_mask=all_mask, stop_at_layer=last_block)
+            # Only the last position's logits are needed: [batch, d_vocab].
+            logits = self.unembed(self.ln_final(residual[:, -1:]))[:, -1]
+            next_token = sample_next_token(logits, do_sample, temperature, top_k, top_p, generator)
             if stop_at_eos and eos is not None:
                 next_token = torch.where(finished, eos, next_token)
                 finished |= next_token == eos

@@ -1,0 +1,137 @@
+"""How ``run_with_cache`` keeps one activation: which positions, in which dtype, on which device.
+
+The default keeps the activation itself (detached, no copy). Options shrink or move it:
+``pos_slice`` keeps some positions (the query axis of attention scores and patterns),
+``remove_batch_dim`` drops the batch axis of a batch of one, ``dtype`` stores a smaller
+floating type, and ``device`` moves it (from a GPU to the CPU through pinned memory with
+non-blocking copies, so the transfers overlap the rest of the forward pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+PositionSlice = None | int | slice | Sequence[int] | Tensor
+
+
+def position_axis(hook_name: str) -> int:
+    """The axis of an activation (with its batch axis) that indexes positions: the query axis,
+    2, of attention scores and patterns [batch, head, query_pos, key_pos]; 1 otherwise.
+
+    Example:
+        >>> position_axis("blocks.0.attn.hook_pattern"), position_axis("blocks.0.hook_resid_pre")
+        (2, 1)
+    """
+    return 2 if hook_name.endswith(("hook_pattern", "hook_attn_scores")) else 1
+
+
+@dataclass(frozen=True)
+class ActivationKeeper:
+    """The storage options of a cache, applied to each activation as it is cached.
+
+    ``pos_slice`` follows Python indexing along the position axis: an int keeps one position
+    and drops the axis (``[batch, d_model]`` for a residual stream), a slice or a list of
+    positions keeps the axis. The kept tensor never shares memory with the full activation,
+    so a slice holds only the positions asked for.
+
+    Example:
+        >>> keeper = ActivationKeeper(pos_slice=-1, dtype=torch.float16)
+        >>> keeper.keep(resid, "blocks.0.hook_resid_post").shape   # [batch, d_model]
+    """
+
+    device: torch.device | str | None = None
+    dtype: torch.dtype | None = None
+    remove_batch_dim: bool = False
+    pos_slice: PositionSlice = None
+
+    def __post_init__(self) -> None:
+        if self.dtype is not None and not (
+            isinstance(self.dtype, torch.dtype) and self.dtype.is_floating_point
+        ):
+            raise TypeError(
+                f"dtype={self.dtype!r}: the cache stores activations in a floating dtype; "
+                "pass e.g. torch.float16 or torch.bfloat16."
+            )
+        positions = self.pos_slice
+        if isinstance(positions, (list, tuple)):
+            positions = torch.tensor(positions, dtype=torch.long)
+        if isinstance(positions, Tensor):
+            if (
+                positions.ndim != 1
+                or positions.is_floating_point()
+                or positions.dtype == torch.bool
+            ):
+                raise TypeError(
+                    f"pos_slice as a tensor must be a 1-D tensor of integer positions, got "
+                    f"{positions.dtype} of shape {tuple(positions.shape)}."
+                )
+            object.__setattr__(self, "pos_slice", positions.long())
+        elif positions is not None and not isinstance(positions, (int, slice)):
+            raise TypeError(
+                f"pos_slice must be an int, a slice, or a list of positions, got {positions!r}."
+            )
+
+    @property
+    def offloads_from_gpu(self) -> bool:
+        """Whether CUDA activations will be copied to the CPU without blocking (the caller must
+        ``torch.cuda.synchronize()`` before reading them)."""
+        return (
+            self.device is not None
+            and torch.device(self.device).type == "cpu"
+            and torch.cuda.is_available()
+        )
+
+    def keep(self, activation: Tensor, hook_name: str) -> Tensor:
+        """The tensor to store for ``activation`` (detached), with every option applied."""
+        kept = activation.detach()
+        if self.remove_batch_dim:
+            if kept.shape[0] != 1:
+                raise ValueError(
+                    f"remove_batch_dim=True needs a batch of one, but {hook_name} has batch "
+                    f"size {kept.shape[0]}; run one sequence, or keep the batch axis."
+                )
+            kept = kept[0]
+        sliced = self.pos_slice is not None
+        if sliced:
+            axis = position_axis(hook_name) - int(self.remove_batch_dim)
+            kept = self.select_positions(kept, axis, hook_name)
+        if self.dtype is not None:
+            kept = kept.to(self.dtype)
+        if self.device is not None:
+            kept = self.move(kept, torch.device(self.device))
+        if sliced and kept.untyped_storage().data_ptr() == activation.untyped_storage().data_ptr():
+            kept = kept.clone()  # a view would keep every position's memory alive
+        return kept
+
+    def select_positions(self, kept: Tensor, axis: int, hook_name: str) -> Tensor:
+        n_positions = kept.shape[axis]
+        positions = self.pos_slice
+        if isinstance(positions, slice):
+            return kept[(slice(None),) * axis + (positions,)]
+        if isinstance(positions, int):
+            if not -n_positions <= positions < n_positions:
+                raise IndexError(
+                    f"pos_slice={positions} is out of range for {hook_name}, which has "
+                    f"{n_positions} positions."
+                )
+            return kept.select(axis, positions)
+        if len(positions) and not (
+            -n_positions <= int(positions.min()) and int(positions.max()) < n_positions
+        ):
+            raise IndexError(
+                f"pos_slice={positions.tolist()} has positions out of range for {hook_name}, "
+                f"which has {n_positions} positions."
+            )
+        return kept.index_select(axis, (positions % n_positions).to(kept.device))
+
+    @staticmethod
+    def move(kept: Tensor, device: torch.device) -> Tensor:
+        """``kept`` on ``device``; GPU to CPU goes through pinned memory, without blocking."""
+        if device.type == "cpu" and kept.is_cuda:
+            pinned = torch.empty(kept.shape, dtype=kept.dtype, pin_memory=True)
+            return pinned.copy_(kept, non_blocking=True)
+        return kept.to(device)
