@@ -1,6 +1,6 @@
 """interp: a mechanistic-interpretability toolkit for GPT-2-family transformers."""
 
-from interp import analysis, utils
+from interp import analysis, patching, utils
 from interp.analysis import FactoredMatrix
 from interp.cache import ActivationCache
 from interp.config import HookedTransformerConfig
@@ -20,5 +20,6 @@ __all__ = [
     "get_tokenizer",
     "list_models",
     "load_model",
+    "patching",
     "utils",
 ]

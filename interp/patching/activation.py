@@ -1,0 +1,356 @@
+"""Activation patching with TransformerLens's names and signatures, run batched.
+
+``get_act_patch_resid_pre(model, corrupted_tokens, clean_cache, patching_metric)`` and its
+siblings give the same numbers as ``transformer_lens.patching`` (one forward pass per index),
+computed by ``interp.patching.engine`` many runs at a time. Every function also takes
+``max_batch_size`` (sequences per forward pass), ``metric_positions`` (for plain metrics:
+the positions whose logits the metric reads; a metric that indexes ``logits[:, -1]`` works
+unchanged with ``metric_positions=-1``) and ``progress`` (a tqdm bar).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import einops
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from interp.patching.engine import PatchRun, PatchSetter, run_patches
+from interp.patching.results import LabelledTensor, label_result
+from interp.utils import get_act_name
+
+DEFAULT_MAX_BATCH_SIZE = 64
+
+
+# ------------------------------------------------------------------ patch setters (TL's)
+def layer_pos_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch ``[:, pos]`` of a [batch, pos, ...] activation; ``index = [layer, pos]``."""
+    _, pos = index
+    corrupted_activation[:, pos, ...] = clean_activation[:, pos, ...]
+    return corrupted_activation
+
+
+def layer_pos_head_vector_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch ``[:, pos, head]`` of a [batch, pos, head, ...] activation; ``[layer, pos, head]``."""
+    _, pos, head_index = index
+    corrupted_activation[:, pos, head_index] = clean_activation[:, pos, head_index]
+    return corrupted_activation
+
+
+def layer_head_vector_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch ``[:, :, head]`` of a [batch, pos, head, ...] activation; ``[layer, head]``."""
+    _, head_index = index
+    corrupted_activation[:, :, head_index] = clean_activation[:, :, head_index]
+    return corrupted_activation
+
+
+def layer_head_pattern_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch ``[:, head]`` of a [batch, head, dest, src] pattern; ``index = [layer, head]``."""
+    _, head_index = index
+    corrupted_activation[:, head_index, :, :] = clean_activation[:, head_index, :, :]
+    return corrupted_activation
+
+
+def layer_head_pos_pattern_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch ``[:, head, dest]`` of a pattern; ``index = [layer, head, dest_pos]``."""
+    _, head_index, dest_pos = index
+    corrupted_activation[:, head_index, dest_pos, :] = clean_activation[:, head_index, dest_pos, :]
+    return corrupted_activation
+
+
+def layer_head_dest_src_pos_pattern_patch_setter(corrupted_activation, index, clean_activation):
+    """Patch ``[:, head, dest, src]`` of a pattern; ``index = [layer, head, dest, src]``."""
+    _, head_index, dest_pos, src_pos = index
+    corrupted_activation[:, head_index, dest_pos, src_pos] = clean_activation[
+        :, head_index, dest_pos, src_pos
+    ]
+    return corrupted_activation
+
+
+# ------------------------------------------------------------------------ generic patch
+def _axis_sizes(model: Any, n_pos: int) -> dict[str, int]:
+    n_heads = model.cfg.n_heads
+    return {
+        "layer": model.cfg.n_layers,
+        "pos": n_pos,
+        "src_pos": n_pos,
+        "dest_pos": n_pos,
+        "head": n_heads,
+        "head_index": n_heads,
+    }
+
+
+def _index_rows(index_df: Any) -> tuple[list[tuple[int, ...]], list[str]]:
+    """Rows and column names of a pandas DataFrame, an int tensor [n, k], or a list of tuples."""
+    if hasattr(index_df, "columns"):
+        return [tuple(int(v) for v in row) for row in index_df.to_numpy()], list(index_df.columns)
+    rows = [tuple(int(v) for v in row) for row in torch.as_tensor(index_df).tolist()]
+    return rows, [f"axis{i}" for i in range(len(rows[0]) if rows else 0)]
+
+
+def generic_activation_patch(
+    model: Any,
+    corrupted_tokens: Int[Tensor, "batch pos"],
+    clean_cache: Any,
+    patching_metric: Callable[[Tensor], Tensor],
+    patch_setter: PatchSetter,
+    activation_name: str,
+    index_axis_names: Sequence[str] | None = None,
+    index_df: Any = None,
+    return_index_df: bool = False,
+    *,
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    metric_positions: int | Sequence[int] | None = None,
+    progress: bool = True,
+) -> LabelledTensor | tuple[LabelledTensor, Any]:
+    """Patch ``activation_name`` from the clean cache into the corrupted run at every index
+    and evaluate ``patching_metric`` on each patched run (TransformerLens's signature).
+
+    The indices are the full grid of ``index_axis_names`` (the first is always "layer"; the
+    others are "pos", "head"/"head_index", "dest_pos", "src_pos"), giving a result of that
+    shape, or the rows of ``index_df`` (a DataFrame with a "layer" column first, an int tensor
+    [n, k] or a list of tuples), giving a flat [n] result. ``patch_setter(corrupted_act,
+    index, clean_act)`` writes the clean values into the corrupted activation [batch, ...].
+
+    Returns a ``LabelledTensor``; with ``return_index_df``, also the index DataFrame
+    (needs pandas).
+
+    Example:
+        >>> result = generic_activation_patch(model, corrupted_tokens, clean_cache, metric,
+        ...     layer_pos_patch_setter, "resid_pre", index_axis_names=("layer", "pos"))
+        >>> result.shape   # [n_layers, pos]
+    """
+    if (index_axis_names is None) == (index_df is None):
+        raise ValueError("Pass exactly one of index_axis_names and index_df.")
+    corrupted_tokens = model._check_tokens(corrupted_tokens)
+    n_pos = corrupted_tokens.shape[-1]
+    if index_df is None:
+        sizes = _axis_sizes(model, n_pos)
+        unknown = [name for name in index_axis_names if name not in sizes]
+        if unknown:
+            raise ValueError(f"Unknown index axes {unknown}; use names from {sorted(sizes)}.")
+        shape = [sizes[name] for name in index_axis_names]
+        rows = list(itertools.product(*(range(size) for size in shape)))
+        axis_names = list(index_axis_names)
+    else:
+        rows, axis_names = _index_rows(index_df)
+        shape = None
+    runs = []
+    for number, index in enumerate(rows):
+        hook_name = get_act_name(activation_name, layer=index[0])
+        if hook_name not in model.hook_dict:
+            model._check_hook_name(hook_name)  # raises with the closest valid names
+        runs.append(PatchRun(number, index, hook_name, model.hook_dict[hook_name].layer()))
+    values = run_patches(
+        model,
+        corrupted_tokens,
+        clean_cache,
+        patch_setter,
+        runs,
+        patching_metric,
+        metric_positions=metric_positions,
+        max_batch_size=max_batch_size,
+        progress=progress,
+        description=f"patching {activation_name}",
+    )
+    if shape is not None:
+        result = label_result(values.view(shape), axis_names, model, corrupted_tokens)
+    else:
+        labels = [
+            " ".join(f"{n}={v}" for n, v in zip(axis_names, row, strict=True)) for row in rows
+        ]
+        result = LabelledTensor(values, ["index"], [labels])
+    if not return_index_df:
+        return result
+    if index_df is None:
+        import pandas as pd  # TransformerLens returns a DataFrame; only this option needs pandas
+
+        index_df = pd.DataFrame(rows, columns=axis_names)
+    return result, index_df
+
+
+# ------------------------------------------------------------------- named sweeps (TL's)
+def _sweep(
+    activation_name: str,
+    patch_setter: PatchSetter,
+    index_axis_names: tuple[str, ...],
+    name: str,
+    what: str,
+) -> Callable[..., LabelledTensor]:
+    def sweep(
+        model: Any,
+        corrupted_tokens: Int[Tensor, "batch pos"],
+        clean_cache: Any,
+        patching_metric: Callable[[Tensor], Tensor],
+        *,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        metric_positions: int | Sequence[int] | None = None,
+        progress: bool = True,
+    ) -> LabelledTensor:
+        return generic_activation_patch(
+            model,
+            corrupted_tokens,
+            clean_cache,
+            patching_metric,
+            patch_setter,
+            activation_name,
+            index_axis_names=index_axis_names,
+            max_batch_size=max_batch_size,
+            metric_positions=metric_positions,
+            progress=progress,
+        )
+
+    shape = ", ".join(
+        "n_" + a + "s" if a in ("layer", "head", "head_index") else a for a in index_axis_names
+    )
+    shape = shape.replace("n_head_indexs", "n_heads")
+    sweep.__name__ = sweep.__qualname__ = name
+    sweep.__doc__ = f"""Patch {what} from the clean run into the corrupted run, one index at a
+    time (batched), and return the metric for each: a ``LabelledTensor`` [{shape}] with axes
+    {index_axis_names}.
+
+    Same numbers as ``transformer_lens.patching.{name}``. Keyword options:
+    ``max_batch_size``, ``metric_positions``, ``progress`` (see ``generic_activation_patch``).
+
+    Example:
+        >>> result = interp.patching.{name}(model, corrupted_tokens, clean_cache, metric)
+    """
+    return sweep
+
+
+get_act_patch_resid_pre = _sweep(
+    "resid_pre", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_resid_pre",
+    "the residual stream entering each block, at each position",
+)  # fmt: skip
+get_act_patch_resid_mid = _sweep(
+    "resid_mid", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_resid_mid",
+    "the residual stream between attention and MLP, at each position",
+)  # fmt: skip
+get_act_patch_resid_post = _sweep(
+    "resid_post", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_resid_post",
+    "the residual stream leaving each block, at each position",
+)  # fmt: skip
+get_act_patch_attn_out = _sweep(
+    "attn_out", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_attn_out",
+    "each attention layer's output, at each position",
+)  # fmt: skip
+get_act_patch_mlp_out = _sweep(
+    "mlp_out", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_mlp_out",
+    "each MLP layer's output, at each position",
+)  # fmt: skip
+get_act_patch_attn_head_out_all_pos = _sweep(
+    "z", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_out_all_pos",
+    "each head's output (hook_z) at all positions",
+)  # fmt: skip
+get_act_patch_attn_head_q_all_pos = _sweep(
+    "q", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_q_all_pos",
+    "each head's queries at all positions",
+)  # fmt: skip
+get_act_patch_attn_head_k_all_pos = _sweep(
+    "k", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_k_all_pos",
+    "each head's keys at all positions",
+)  # fmt: skip
+get_act_patch_attn_head_v_all_pos = _sweep(
+    "v", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_v_all_pos",
+    "each head's values at all positions",
+)  # fmt: skip
+get_act_patch_attn_head_pattern_all_pos = _sweep(
+    "pattern", layer_head_pattern_patch_setter, ("layer", "head_index"),
+    "get_act_patch_attn_head_pattern_all_pos", "each head's attention pattern",
+)  # fmt: skip
+get_act_patch_attn_head_out_by_pos = _sweep(
+    "z", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
+    "get_act_patch_attn_head_out_by_pos", "each head's output (hook_z) at each position",
+)  # fmt: skip
+get_act_patch_attn_head_q_by_pos = _sweep(
+    "q", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
+    "get_act_patch_attn_head_q_by_pos", "each head's query at each position",
+)  # fmt: skip
+get_act_patch_attn_head_k_by_pos = _sweep(
+    "k", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
+    "get_act_patch_attn_head_k_by_pos", "each head's key at each position",
+)  # fmt: skip
+get_act_patch_attn_head_v_by_pos = _sweep(
+    "v", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
+    "get_act_patch_attn_head_v_by_pos", "each head's value at each position",
+)  # fmt: skip
+get_act_patch_attn_head_pattern_by_pos = _sweep(
+    "pattern", layer_head_pos_pattern_patch_setter, ("layer", "head_index", "dest_pos"),
+    "get_act_patch_attn_head_pattern_by_pos", "each head's attention pattern row (destination)",
+)  # fmt: skip
+get_act_patch_attn_head_pattern_dest_src_pos = _sweep(
+    "pattern", layer_head_dest_src_pos_pattern_patch_setter,
+    ("layer", "head_index", "dest_pos", "src_pos"),
+    "get_act_patch_attn_head_pattern_dest_src_pos", "each single attention weight",
+)  # fmt: skip
+
+BLOCK_PATCH_TYPES = ("resid_pre", "attn_out", "mlp_out")
+HEAD_PATCH_TYPES = ("out", "q", "k", "v", "pattern")
+
+
+def _stack(results: list[Tensor], names: tuple[str, ...], model: Any, tokens: Tensor):
+    first = results[0]
+    assert isinstance(first, LabelledTensor)
+    stacked = torch.stack([r.as_subclass(Tensor) for r in results])
+    return LabelledTensor(stacked, ("patch_type", *first.axis_names), (names, *first.axis_labels))
+
+
+def get_act_patch_block_every(
+    model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
+) -> LabelledTensor:
+    """``resid_pre``, ``attn_out`` and ``mlp_out`` patching stacked: [3, n_layers, pos].
+
+    Example:
+        >>> result = get_act_patch_block_every(model, corrupted_tokens, clean_cache, metric)
+        >>> result.labels("patch_type")
+        ['resid_pre', 'attn_out', 'mlp_out']
+    """
+    sweeps = (get_act_patch_resid_pre, get_act_patch_attn_out, get_act_patch_mlp_out)
+    results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
+    return _stack(results, BLOCK_PATCH_TYPES, model, corrupted_tokens)
+
+
+def get_act_patch_attn_head_all_pos_every(
+    model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
+) -> LabelledTensor:
+    """Head output, q, k, v and pattern patching (all positions) stacked: [5, n_layers, n_heads].
+
+    Example:
+        >>> get_act_patch_attn_head_all_pos_every(model, corrupted, clean_cache, metric).shape
+    """
+    sweeps = (
+        get_act_patch_attn_head_out_all_pos,
+        get_act_patch_attn_head_q_all_pos,
+        get_act_patch_attn_head_k_all_pos,
+        get_act_patch_attn_head_v_all_pos,
+        get_act_patch_attn_head_pattern_all_pos,
+    )
+    results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
+    results[4] = LabelledTensor(results[4], results[0].axis_names, results[0].axis_labels)
+    return _stack(results, HEAD_PATCH_TYPES, model, corrupted_tokens)
+
+
+def get_act_patch_attn_head_by_pos_every(
+    model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
+) -> LabelledTensor:
+    """Head output, q, k, v and pattern (by destination) patching at each position stacked:
+    [5, n_layers, pos, n_heads].
+
+    Example:
+        >>> get_act_patch_attn_head_by_pos_every(model, corrupted, clean_cache, metric).shape
+    """
+    sweeps = (
+        get_act_patch_attn_head_out_by_pos,
+        get_act_patch_attn_head_q_by_pos,
+        get_act_patch_attn_head_k_by_pos,
+        get_act_patch_attn_head_v_by_pos,
+        get_act_patch_attn_head_pattern_by_pos,
+    )
+    results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
+    pattern = einops.rearrange(results[4].as_subclass(Tensor), "layer head pos -> layer pos head")
+    results[4] = LabelledTensor(pattern, results[0].axis_names, results[0].axis_labels)
+    return _stack(results, HEAD_PATCH_TYPES, model, corrupted_tokens)

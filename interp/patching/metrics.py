@@ -1,0 +1,216 @@
+"""Patching metrics: functions of the logits that say how far a patched run is from clean.
+
+The contract, for a ``PatchingMetric``:
+
+* It reads the logits at a few fixed ``positions`` only (default: the last), so the patching
+  engine unembeds just those positions.
+* ``metric(logits)`` takes full logits [batch, pos, d_vocab] and returns one value per
+  sequence, [batch]. ``metric.score(position_logits)`` takes logits already restricted to
+  ``metric.positions``, [batch, n_positions, d_vocab]; the engine calls this one.
+* A batch may hold many patched runs of the same prompts: rows are run-major (row
+  ``run * n_prompts + prompt``), so per-prompt data such as answer tokens [n_prompts, ...] is
+  tiled to the batch. The value of a patched run is the mean over its prompts' rows.
+
+Any other callable is treated as a TransformerLens metric: it is called once per patched
+run, with that run's logits [n_prompts, pos, d_vocab] (or only ``metric_positions`` of them),
+and returns a scalar (a [n_prompts] result is averaged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+
+def _positions(positions: int | Sequence[int]) -> tuple[int, ...]:
+    return (positions,) if isinstance(positions, int) else tuple(int(p) for p in positions)
+
+
+def tile_to_rows(per_prompt: Tensor, n_rows: int) -> Tensor:
+    """Repeat per-prompt data [n_prompts, ...] for ``n_rows`` run-major rows.
+
+    Example:
+        >>> tile_to_rows(torch.tensor([[1, 2], [3, 4]]), 4)[:, 0]
+        tensor([1, 3, 1, 3])
+    """
+    n_prompts = per_prompt.shape[0]
+    if n_rows % n_prompts != 0:
+        raise ValueError(
+            f"The logits have {n_rows} rows, which is not a whole number of runs of the "
+            f"metric's {n_prompts} prompts; pass one answer row per corrupted prompt."
+        )
+    return per_prompt.repeat(n_rows // n_prompts, *([1] * (per_prompt.ndim - 1)))
+
+
+class PatchingMetric:
+    """Base class of batch-aware metrics that read the logits at fixed ``positions``.
+
+    Subclasses implement ``score(position_logits [rows, n_positions, d_vocab]) -> [rows]``.
+
+    Example:
+        >>> class TopLogit(PatchingMetric):
+        ...     def score(self, position_logits):
+        ...         return position_logits[:, -1].max(dim=-1).values
+        >>> TopLogit(positions=-1)(model(tokens)).shape   # [batch]
+    """
+
+    def __init__(self, positions: int | Sequence[int] = -1) -> None:
+        self.positions = _positions(positions)
+
+    def score(self, position_logits: Float[Tensor, "rows n_positions d_vocab"]) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement score().")
+
+    def __call__(self, logits: Float[Tensor, "batch pos d_vocab"]) -> Float[Tensor, " batch"]:
+        if logits.ndim != 3:
+            raise ValueError(
+                f"A metric takes logits [batch, pos, d_vocab], got shape {tuple(logits.shape)}."
+            )
+        return self.score(logits[:, list(self.positions)])
+
+
+class FunctionMetric(PatchingMetric):
+    """A plain function of position logits [rows, n_positions, d_vocab] -> [rows], declared
+    batch-aware.
+
+    Example:
+        >>> metric = FunctionMetric(lambda logits: logits[:, -1, 42], positions=-1)
+    """
+
+    def __init__(
+        self, function: Callable[[Tensor], Tensor], positions: int | Sequence[int] = -1
+    ) -> None:
+        super().__init__(positions)
+        self.function = function
+
+    def score(self, position_logits: Tensor) -> Tensor:
+        return self.function(position_logits)
+
+
+class LogitDiff(PatchingMetric):
+    """Logit of the right answer minus the wrong one at ``position``, per row.
+
+    ``answer_tokens`` is [n_prompts, 2] (right, wrong), [n_prompts, n_pairs, 2] (mean over
+    pairs), or [2] for every prompt.
+
+    Example:
+        >>> metric = LogitDiff(torch.tensor([[mary, john]]))
+        >>> metric(model(tokens))   # [batch]
+    """
+
+    def __init__(self, answer_tokens: Int[Tensor, "... 2"], position: int = -1) -> None:
+        super().__init__(position)
+        answer_tokens = torch.as_tensor(answer_tokens)
+        if answer_tokens.shape[-1] != 2 or not 1 <= answer_tokens.ndim <= 3:
+            raise ValueError(
+                "answer_tokens must be [2], [n_prompts, 2] or [n_prompts, n_pairs, 2] (right, "
+                f"wrong) token ids, got shape {tuple(answer_tokens.shape)}."
+            )
+        answer_tokens = answer_tokens.reshape(-1, 1, 2) if answer_tokens.ndim < 3 else answer_tokens
+        self.answer_tokens = answer_tokens  # [n_prompts, n_pairs, 2]
+
+    def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
+        last = position_logits[:, -1]  # [rows, d_vocab]
+        answers = tile_to_rows(self.answer_tokens.to(last.device), last.shape[0])
+        picked = last.gather(-1, answers.flatten(1)).view(answers.shape)  # [rows, n_pairs, 2]
+        return (picked[..., 0] - picked[..., 1]).mean(dim=-1)
+
+
+class AnswerProbability(PatchingMetric):
+    """Softmax probability of the answer token at ``position``, per row.
+
+    ``answer_tokens`` is [n_prompts] or a single id for every prompt.
+
+    Example:
+        >>> AnswerProbability(torch.tensor([mary]))(model(tokens))
+    """
+
+    def __init__(self, answer_tokens: Int[Tensor, " n_prompts"] | int, position: int = -1):
+        super().__init__(position)
+        self.answer_tokens = torch.as_tensor(answer_tokens).reshape(-1, 1)  # [n_prompts, 1]
+
+    def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
+        probs = position_logits[:, -1].float().softmax(dim=-1)
+        answers = tile_to_rows(self.answer_tokens.to(probs.device), probs.shape[0])
+        return probs.gather(-1, answers)[:, 0]
+
+
+class KLDivergence(PatchingMetric):
+    """KL(clean || patched) of the next-token distributions at ``positions``, summed over
+    those positions, per row: 0 when the patch restores the clean prediction.
+
+    Example:
+        >>> KLDivergence(clean_logits)(patched_logits)   # [batch]
+    """
+
+    def __init__(
+        self,
+        clean_logits: Float[Tensor, "n_prompts pos d_vocab"],
+        positions: int | Sequence[int] = -1,
+    ) -> None:
+        super().__init__(positions)
+        self.clean_log_probs = (
+            clean_logits[:, list(self.positions)].detach().float().log_softmax(-1)
+        )
+
+    def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
+        log_probs = position_logits.float().log_softmax(dim=-1)
+        clean = tile_to_rows(self.clean_log_probs.to(log_probs.device), log_probs.shape[0])
+        return (clean.exp() * (clean - log_probs)).sum(dim=(-1, -2))
+
+
+class NormalizedMetric(PatchingMetric):
+    """``(metric - corrupted) / (clean - corrupted)``: 0 = the corrupted run, 1 = the clean run.
+
+    ``clean_value`` and ``corrupted_value`` are the base metric's means over the prompts of the
+    clean and corrupted runs (``from_logits`` computes them), as in ARENA's IOI notebook; the
+    normalisation is affine, so a run's mean over prompts is the normalised mean.
+
+    Example:
+        >>> metric = NormalizedMetric.from_logits(LogitDiff(answers), clean_logits, corrupt_logits)
+        >>> metric(clean_logits).mean(), metric(corrupt_logits).mean()   # 1.0, 0.0
+    """
+
+    def __init__(self, base: PatchingMetric, clean_value: float, corrupted_value: float) -> None:
+        super().__init__(base.positions)
+        if clean_value == corrupted_value:
+            raise ValueError(
+                f"The clean and corrupted runs score the same ({clean_value}), so there is "
+                "nothing to normalise by; pick prompts whose answers differ."
+            )
+        self.base = base
+        self.clean_value = float(clean_value)
+        self.corrupted_value = float(corrupted_value)
+
+    @classmethod
+    def from_logits(
+        cls,
+        base: PatchingMetric,
+        clean_logits: Float[Tensor, "n_prompts pos d_vocab"],
+        corrupted_logits: Float[Tensor, "n_prompts pos d_vocab"],
+    ) -> NormalizedMetric:
+        """Normalise ``base`` by its mean values on the clean and corrupted logits."""
+        return cls(base, float(base(clean_logits).mean()), float(base(corrupted_logits).mean()))
+
+    def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
+        value = self.base.score(position_logits)
+        return (value - self.corrupted_value) / (self.clean_value - self.corrupted_value)
+
+
+def normalized_logit_diff(
+    answer_tokens: Int[Tensor, "... 2"],
+    clean_logits: Float[Tensor, "n_prompts pos d_vocab"],
+    corrupted_logits: Float[Tensor, "n_prompts pos d_vocab"],
+    position: int = -1,
+) -> NormalizedMetric:
+    """The normalised patching metric for a logit difference (0 = corrupted, 1 = clean).
+
+    Example:
+        >>> metric = normalized_logit_diff(answers, clean_logits, corrupted_logits)
+        >>> interp.patching.get_act_patch_resid_pre(model, corrupted_tokens, clean_cache, metric)
+    """
+    return NormalizedMetric.from_logits(
+        LogitDiff(answer_tokens, position), clean_logits, corrupted_logits
+    )

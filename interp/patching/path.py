@@ -1,0 +1,270 @@
+"""Path patching (Wang et al. 2022, "Interpretability in the Wild", appendix B).
+
+The effect of sender heads on the metric through chosen receivers only. Following the paper
+and ARENA's IOI notebook, with ``orig`` the run being measured and ``new`` the run the
+senders' values come from:
+
+1. Run ``orig`` with the senders' outputs (``hook_z``) taken from ``new`` and every other
+   head frozen to its ``orig`` output. MLPs are recomputed (so paths through MLPs count as
+   direct), except MLPs that are themselves receivers, which stay frozen too. Record how much
+   the residual stream read by each receiver moved: that is the senders' signal there.
+2. Run ``orig`` again, adding that signal to each receiver's own input only (a head's
+   ``hook_q_input`` / ``k_input`` / ``v_input``, an MLP's ``hook_mlp_in``, or the final
+   residual stream read by the unembedding); everything else sees the orig senders.
+
+For receivers in one layer (the paper's use) step 2 is exactly "patch the receivers' inputs
+to their step-1 values"; the additive form also composes across layers, so selecting every
+downstream receiver (all heads' q/k/v, all MLPs, the final residual) reproduces ordinary
+activation patching of the senders. The noising setup of the paper is ``orig`` = clean,
+``new`` = corrupted; to compare with ``get_act_patch_*`` (clean values into the corrupted run)
+pass ``orig_tokens=corrupted_tokens, new_cache=clean_cache``.
+
+Opt-in hook points the receivers need (split q/k/v inputs, ``hook_mlp_in``) are switched on
+for the call and restored afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from interp.patching.engine import MetricEvaluator
+from interp.patching.results import LabelledTensor, label_result
+
+Head = tuple[int, int]
+# "resid_end", (layer, head, "q" | "k" | "v") or (layer, "mlp").
+Receiver = str | tuple
+
+
+def _parse_receivers(model: Any, receivers: Sequence[Receiver]):
+    """Receivers grouped: head inputs {(layer, "q"): [heads]}, MLP layers, and the end."""
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    head_inputs: dict[tuple[int, str], list[int]] = {}
+    mlp_layers: set[int] = set()
+    resid_end = False
+    for receiver in receivers:
+        if receiver == "resid_end":
+            resid_end = True
+        elif isinstance(receiver, tuple) and len(receiver) == 2 and receiver[1] == "mlp":
+            if model.cfg.attn_only:
+                raise ValueError("This model is attention-only: it has no MLP receivers.")
+            if not 0 <= receiver[0] < n_layers:
+                raise ValueError(f"MLP receiver layer {receiver[0]} is not in [0, {n_layers}).")
+            mlp_layers.add(receiver[0])
+        elif isinstance(receiver, tuple) and len(receiver) == 3 and receiver[2] in "qkv":
+            layer, head, kind = receiver
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise ValueError(f"Receiver head {receiver} is outside {n_layers}x{n_heads}.")
+            head_inputs.setdefault((layer, kind), []).append(head)
+        else:
+            raise ValueError(
+                f"Unknown receiver {receiver!r}: use 'resid_end', (layer, head, 'q'|'k'|'v') "
+                "or (layer, 'mlp')."
+            )
+    head_inputs = {key: sorted(set(heads)) for key, heads in head_inputs.items()}
+    return head_inputs, sorted(mlp_layers), resid_end
+
+
+@contextmanager
+def _receiver_hook_points(model: Any, split_qkv: bool, mlp_in: bool) -> Iterator[None]:
+    """Switch on the opt-in hook points the receivers need, restoring the config after."""
+    saved_split, saved_mlp_in = model.cfg.use_split_qkv_input, model.cfg.use_hook_mlp_in
+    try:
+        if split_qkv and not saved_split:
+            model.set_use_split_qkv_input(True)
+        if mlp_in and not saved_mlp_in:
+            model.set_use_hook_mlp_in(True)
+        yield
+    finally:
+        if model.cfg.use_split_qkv_input != saved_split:
+            model.set_use_split_qkv_input(saved_split)
+        if model.cfg.use_hook_mlp_in != saved_mlp_in:
+            model.set_use_hook_mlp_in(saved_mlp_in)
+
+
+def path_patch_runs(
+    model: Any,
+    orig_tokens: Int[Tensor, "prompt pos"],
+    new_cache: Any,
+    patching_metric: Callable[[Tensor], Tensor],
+    sender_sets: Sequence[Sequence[Head]],
+    receivers: Sequence[Receiver],
+    *,
+    metric_positions: int | Sequence[int] | None = None,
+    max_batch_size: int = 64,
+    progress: bool = True,
+) -> Tensor:
+    """The metric for each set of senders patched together through ``receivers``: [n_sets].
+    Many sender sets run as one batch (two forward passes per batch).
+
+    Example:
+        >>> path_patch_runs(model, clean_tokens, corrupted_cache, metric,
+        ...                 [[(9, 6)], [(9, 9)]], receivers=["resid_end"])
+    """
+    tokens = model._check_tokens(orig_tokens)
+    n_prompts = tokens.shape[0]
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    for senders in sender_sets:
+        for layer, head in senders:
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise ValueError(f"Sender head ({layer}, {head}) is outside {n_layers}x{n_heads}.")
+    head_inputs, mlp_layers, resid_end = _parse_receivers(model, receivers)
+    z_names = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
+    missing = [name for name in z_names if name not in new_cache]
+    if missing:
+        raise KeyError(f"new_cache lacks {missing[:3]}...; cache every hook_z of the new run.")
+    # What each receiver reads, by the hook that holds it in step 1.
+    read_names = {f"blocks.{layer}.hook_resid_pre": layer for layer, _ in head_inputs}
+    read_names |= {f"blocks.{layer}.hook_resid_mid": layer for layer in mlp_layers}
+    final_name = f"blocks.{n_layers - 1}.hook_resid_post"
+    if resid_end:
+        read_names[final_name] = n_layers - 1
+    mlp_out_names = [f"blocks.{layer}.hook_mlp_out" for layer in mlp_layers]
+    with torch.no_grad():
+        _, orig = model.run_with_cache(
+            tokens,
+            names_filter=sorted({*z_names, *read_names, *mlp_out_names, final_name}),
+            return_type=None,
+            return_cache_object=False,
+        )
+    evaluator = MetricEvaluator(model, patching_metric, metric_positions, orig[final_name])
+    runs_per_batch = max(1, max_batch_size // n_prompts)
+    results = []
+    bar = tqdm(total=len(sender_sets), desc="path patching", disable=not progress)
+    with torch.no_grad(), _receiver_hook_points(model, bool(head_inputs), bool(mlp_layers)):
+        for first in range(0, len(sender_sets), runs_per_batch):
+            batch = sender_sets[first : first + runs_per_batch]
+            n_runs = len(batch)
+            repeated = tokens.repeat(n_runs, 1)
+
+            def tiled(name: str, n_runs: int = n_runs) -> Tensor:
+                return orig[name].repeat(n_runs, *([1] * (orig[name].ndim - 1)))
+
+            # Step 1: senders new, other heads (and receiver MLPs) frozen; record the signal.
+            step1_hooks = []
+            for layer in range(n_layers):
+                z = tiled(z_names[layer])
+                for run, senders in enumerate(batch):
+                    rows = slice(run * n_prompts, (run + 1) * n_prompts)
+                    for sender_layer, head in senders:
+                        if sender_layer == layer:
+                            z[rows, :, head] = new_cache[z_names[layer]][:, :, head].to(z)
+                step1_hooks.append((z_names[layer], lambda act, hook, z=z: z))
+            step1_hooks += [
+                (name, lambda act, hook, name=name: tiled(name)) for name in mlp_out_names
+            ]
+            signal: dict[str, Tensor] = {}
+
+            def record(act: Tensor, hook: Any, signal: dict = signal) -> None:
+                signal[hook.name] = act - tiled(hook.name)
+
+            step1_hooks += [(name, record) for name in read_names]
+            with model.hooks(fwd_hooks=step1_hooks):
+                model(repeated, stop_at_layer=n_layers)
+
+            # Step 2: the orig run, with the signal added to each receiver's own input.
+            step2_hooks = []
+            for (layer, kind), heads in head_inputs.items():
+                delta = signal[f"blocks.{layer}.hook_resid_pre"]
+
+                def add_to_heads(act: Tensor, hook: Any, delta=delta, heads=heads) -> Tensor:
+                    act[:, :, heads] += delta[:, :, None]
+                    return act
+
+                step2_hooks.append((f"blocks.{layer}.hook_{kind}_input", add_to_heads))
+            for layer in mlp_layers:
+                delta = signal[f"blocks.{layer}.hook_resid_mid"]
+                step2_hooks.append(
+                    (f"blocks.{layer}.hook_mlp_in", lambda act, hook, delta=delta: act + delta)
+                )
+            if resid_end:
+                delta = signal[final_name]
+                step2_hooks.append((final_name, lambda act, hook, delta=delta: act + delta))
+            with model.hooks(fwd_hooks=step2_hooks):
+                final = model(repeated, stop_at_layer=n_layers)
+            results.append(evaluator.evaluate(final, start=0))
+            bar.update(n_runs)
+    bar.close()
+    return torch.cat(results)
+
+
+def path_patch(
+    model: Any,
+    orig_tokens: Int[Tensor, "prompt pos"],
+    new_cache: Any,
+    patching_metric: Callable[[Tensor], Tensor],
+    senders: Sequence[Head],
+    receivers: Sequence[Receiver],
+    **options: Any,
+) -> Tensor:
+    """The metric with ``senders`` (patched together from ``new_cache``) acting on the orig
+    run only through ``receivers``; a scalar.
+
+    Receivers: ``"resid_end"`` (the final residual stream), ``(layer, head, "q"|"k"|"v")``
+    (one head's query, key or value input), ``(layer, "mlp")`` (an MLP's input).
+
+    Example:
+        >>> path_patch(model, clean_tokens, corrupted_cache, metric, senders=[(9, 9)],
+        ...            receivers=["resid_end"])
+    """
+    return path_patch_runs(
+        model, orig_tokens, new_cache, patching_metric, [list(senders)], receivers, **options
+    )[0]
+
+
+def _every_head(model: Any) -> list[list[Head]]:
+    return [
+        [(layer, head)] for layer in range(model.cfg.n_layers) for head in range(model.cfg.n_heads)
+    ]
+
+
+def get_path_patch_head_to_final_resid_post(
+    model: Any,
+    orig_tokens: Int[Tensor, "prompt pos"],
+    new_cache: Any,
+    patching_metric: Callable[[Tensor], Tensor],
+    **options: Any,
+) -> LabelledTensor:
+    """Each head as the sender, the final residual stream as the receiver (its direct effect,
+    MLPs recomputed): a ``LabelledTensor`` [n_layers, n_heads] (ARENA's function).
+
+    Example:
+        >>> get_path_patch_head_to_final_resid_post(model, clean_tokens, abc_cache, metric)
+    """
+    values = path_patch_runs(
+        model, orig_tokens, new_cache, patching_metric, _every_head(model), ["resid_end"], **options
+    )
+    shape = (model.cfg.n_layers, model.cfg.n_heads)
+    return label_result(values.view(shape), ("layer", "head"), model, orig_tokens)
+
+
+def get_path_patch_head_to_heads(
+    model: Any,
+    orig_tokens: Int[Tensor, "prompt pos"],
+    new_cache: Any,
+    patching_metric: Callable[[Tensor], Tensor],
+    receiver_heads: Sequence[Head],
+    receiver_input: str | Sequence[str] = "q",
+    **options: Any,
+) -> LabelledTensor:
+    """Each head as the sender, the ``receiver_input`` ("q", "k", "v" or several) of
+    ``receiver_heads`` as the receivers: a ``LabelledTensor`` [n_layers, n_heads]. Senders in or
+    after the receivers' layer cannot reach them and score the orig run's value.
+
+    Example:
+        >>> get_path_patch_head_to_heads(model, clean_tokens, abc_cache, metric,
+        ...     receiver_heads=[(9, 6), (9, 9), (10, 0)], receiver_input="q")
+    """
+    kinds = [receiver_input] if isinstance(receiver_input, str) else list(receiver_input)
+    receivers = [(layer, head, kind) for layer, head in receiver_heads for kind in kinds]
+    values = path_patch_runs(
+        model, orig_tokens, new_cache, patching_metric, _every_head(model), receivers, **options
+    )
+    shape = (model.cfg.n_layers, model.cfg.n_heads)
+    return label_result(values.view(shape), ("layer", "head"), model, orig_tokens)
