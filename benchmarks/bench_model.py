@@ -31,6 +31,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import argparse  # noqa: E402
 import logging  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -117,13 +118,14 @@ def best_times(
     for run in contenders.values():
         run()
     times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeats):
+    for round_index in range(repeats):
         for name, run in contenders.items():
             synchronize(device)
             start = time.perf_counter()
             run()
             synchronize(device)
             times[name].append(time.perf_counter() - start)
+        print(f"  (timed round {round_index + 1} of {repeats})", file=sys.stderr, flush=True)
     return {name: min(values) for name, values in times.items()}
 
 
