@@ -12,7 +12,6 @@ from interp.viz.report import report_html, summary_text, write_report
 from interp.viz.report_data import (
     analyse_prompt,
     prompt_head_scores,
-    resid_pre_patching,
     top_predictions_by_stage,
 )
 
@@ -70,7 +69,8 @@ def test_batched_patching_matches_one_forward_per_index(model):
     clean, corrupted = model.to_tokens(PROMPT), model.to_tokens(CORRUPTED)
     _, cache = model.run_with_cache(clean)
     answer, wrong = model.to_single_token(" on"), model.to_single_token(" mat")
-    results = resid_pre_patching(model, corrupted, cache, answer, wrong)
+    results = analyse_prompt(model, PROMPT, CORRUPTED, answer=" on", wrong_answer=" mat").patching
+    span = results.clean_logit_diff - results.corrupted_logit_diff
     for layer in range(model.cfg.n_layers):
         for position in range(clean.shape[1]):
 
@@ -83,7 +83,8 @@ def test_batched_patching_matches_one_forward_per_index(model):
                     corrupted, fwd_hooks=[(get_act_name("resid_pre", layer), patch)]
                 )
             expected = float(logits[0, -1, answer] - logits[0, -1, wrong])
-            assert results[layer, position] == pytest.approx(expected, abs=1e-4)
+            normalised = (expected - results.corrupted_logit_diff) / span
+            assert results.results[layer, position] == pytest.approx(normalised, abs=1e-4)
 
 
 def test_analysis_normalises_patching_and_checks_lengths(model):

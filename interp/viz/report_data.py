@@ -1,8 +1,8 @@
 """What the HTML report shows about one prompt, computed from one cached forward pass (and,
 with a corrupted prompt, one batched patching sweep).
 
-The logit lens and head scores come from ``interp.analysis``; the residual-stream patching
-sweep is computed here. Each quantity is a small function of the model and cache, so the
+The logit lens and head scores come from ``interp.analysis``, the residual-stream patching
+sweep from ``interp.patching``. Each quantity is a small function of the model and cache, so the
 report stays a thin renderer and the numbers can be checked on their own.
 """
 
@@ -17,7 +17,7 @@ from torch import Tensor
 from interp.analysis import LogitLens, head_scores, logit_lens
 from interp.cache import ActivationCache
 from interp.model import HookedTransformer
-from interp.utils import get_act_name
+from interp.patching import LogitDiff, get_act_patch_resid_pre
 
 HEAD_SCORE_NAMES = {
     "previous_token_head": "previous token",
@@ -89,42 +89,6 @@ def top_predictions_by_stage(lens: LogitLens) -> tuple[Float[Tensor, "n_stages p
     probs = lens.top_probs[:, 0, :, 0].cpu()
     ids = lens.top_tokens[:, 0, :, 0].tolist()
     return probs, [[lens.tokenizer.token_str(i) for i in row] for row in ids]
-
-
-def resid_pre_patching(
-    model: HookedTransformer,
-    corrupted_tokens: Int[Tensor, "1 pos"],
-    clean_cache: ActivationCache,
-    answer_id: int,
-    wrong_answer_id: int,
-) -> Float[Tensor, "n_layers pos"]:
-    """The logit difference ``answer - wrong_answer`` at the last position of the corrupted
-    run with the clean ``resid_pre`` patched in at each (layer, position).
-
-    One forward per layer: row ``p`` of a ``pos``-row batch of the corrupted prompt is
-    patched at position ``p``.
-
-    Example:
-        >>> resid_pre_patching(model, corrupted_tokens, clean_cache, answer_id, wrong_id)
-    """
-    n_pos = corrupted_tokens.shape[1]
-    batch = corrupted_tokens.expand(n_pos, n_pos)
-    positions = torch.arange(n_pos, device=corrupted_tokens.device)
-    rows = []
-    for layer in range(model.cfg.n_layers):
-        clean_resid = clean_cache["resid_pre", layer][0]  # [pos, d_model]
-
-        def patch(resid: Tensor, hook, clean_resid: Tensor = clean_resid) -> Tensor:
-            resid = resid.clone()
-            resid[positions, positions] = clean_resid.to(resid)
-            return resid
-
-        with torch.no_grad():
-            logits = model.run_with_hooks(
-                batch, fwd_hooks=[(get_act_name("resid_pre", layer), patch)]
-            )
-        rows.append(logits[:, -1, answer_id] - logits[:, -1, wrong_answer_id])
-    return torch.stack(rows).float().cpu()
 
 
 def _answer_ids(
@@ -225,14 +189,20 @@ def _patching(
         return float(logits[0, -1, answer_id] - logits[0, -1, wrong_id])
 
     clean_diff, corrupted_diff = logit_diff(clean_logits), logit_diff(corrupted_logits)
-    patched = resid_pre_patching(model, corrupted_tokens, clean_cache, answer_id, wrong_id)
+    patched = get_act_patch_resid_pre(
+        model,
+        corrupted_tokens,
+        clean_cache,
+        LogitDiff(torch.tensor([answer_id, wrong_id])),
+        progress=False,
+    ).as_subclass(Tensor)  # [n_layers, pos]
     span = clean_diff - corrupted_diff
     normalised = abs(span) > 1e-6
     return PatchingResult(
         corrupted_tokens=model.to_str_tokens(corrupted_tokens),
         answer=model.tokenizer.token_str(answer_id),
         wrong_answer=model.tokenizer.token_str(wrong_id),
-        results=(patched - corrupted_diff) / span if normalised else patched,
+        results=((patched - corrupted_diff) / span if normalised else patched).float().cpu(),
         normalised=normalised,
         clean_logit_diff=clean_diff,
         corrupted_logit_diff=corrupted_diff,
