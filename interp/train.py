@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from jaxtyping import Int
+import torch.nn.functional as F
+from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -48,7 +49,7 @@ class Recipe:
     """
 
     config: dict[str, Any]
-    data: str  # "text" (characters of a text) or "repeated-tokens" (see repeated_token_batch)
+    data: str  # "text" (characters of a text) or "copied-segment" (see copied_segment_batch)
     steps: int
     batch_size: int
     lr: float
@@ -80,6 +81,33 @@ RECIPES: dict[str, Recipe] = {
         warmup_steps=100,
         weight_decay=0.1,
         seed=1337,
+    ),
+    # Found by a search over data, width, heads, init scale and learning rate: with one head
+    # per layer, no layer norm, a large init and a loss on copied tokens only, layer 0
+    # becomes a previous-token head and layer 1 an induction head.
+    "attn-only-2l": Recipe(
+        config=dict(
+            n_layers=2,
+            d_model=128,
+            n_heads=1,
+            d_head=64,
+            n_ctx=64,
+            d_vocab=512,
+            attn_only=True,
+            normalization_type=None,
+            init_range=0.1,
+        ),
+        data="copied-segment",
+        data_options=dict(min_segment=4, max_segment=24),
+        steps=1500,
+        batch_size=32,
+        lr=1e-2,
+        min_lr=0.0,
+        warmup_steps=200,
+        weight_decay=0.0,
+        betas=(0.9, 0.98),
+        grad_clip=None,
+        seed=0,
     ),
 }
 
@@ -172,33 +200,40 @@ def sample_text(
 
 
 # -------------------------------------------------------------------- repeated-token data
-def repeated_token_batch(
+def copied_segment_batch(
     batch_size: int,
-    n_ctx: int,
+    length: int,
     d_vocab: int,
     generator: torch.Generator,
-    min_period: int,
-    max_period: int,
-) -> Int[Tensor, "batch n_ctx"]:
-    """Random tokens in which, after a random-length prefix, a random block of ``min_period``
-    to ``max_period`` tokens repeats until the end. Token ``d_vocab - 1`` is a BOS at
+    min_segment: int,
+    max_segment: int,
+) -> tuple[Int[Tensor, "batch length"], Float[Tensor, "batch length-1"]]:
+    """Random tokens in which one segment of ``min_segment`` to ``max_segment`` tokens, at a
+    random place, is copied once to a random later place; and the loss mask [batch,
+    length - 1] that keeps only the predictions made inside the copy (the current token and
+    its target both copied), the only predictable ones. Token ``d_vocab - 1`` is a BOS at
     position 0 and appears nowhere else.
 
     Example:
-        >>> repeated_token_batch(1, 12, 10, torch.Generator().manual_seed(0), 3, 3)
-        tensor([[9, 4, 8, 0, 3, 6, 8, 0, 3, 6, 8, 0]])
+        >>> tokens, mask = copied_segment_batch(1, 12, 10, torch.Generator().manual_seed(0), 3, 3)
+        >>> tokens, mask
+        (tensor([[9, 4, 8, 0, 3, 6, 8, 0, 3, 1, 2, 7]]), tensor([[0., 0., ..., 1., 1., 0., 0.]]))
     """
     bos = d_vocab - 1
-    tokens = torch.randint(0, bos, (batch_size, n_ctx), generator=generator)
+    tokens = torch.randint(0, bos, (batch_size, length), generator=generator)
     tokens[:, 0] = bos
-    period = torch.randint(min_period, max_period + 1, (batch_size, 1), generator=generator)
-    room = (n_ctx - 1 - 2 * period + 1).clamp(min=1)  # the first copy fits twice
-    offset = 1 + (torch.rand(batch_size, 1, generator=generator) * room).long()
-    position = torch.arange(n_ctx)[None]
-    source = torch.where(
-        position >= offset + period, offset + (position - offset) % period, position
+    segment = torch.randint(min_segment, max_segment + 1, (batch_size, 1), generator=generator)
+    room = length - 1 - 2 * segment + 1  # places for the source that leave room for the copy
+    source_start = 1 + (torch.rand(batch_size, 1, generator=generator) * room).long()
+    room = length - source_start - 2 * segment + 1
+    copy_start = (
+        source_start + segment + (torch.rand(batch_size, 1, generator=generator) * room).long()
     )
-    return tokens.gather(1, source)
+    position = torch.arange(length)[None]
+    in_copy = (position >= copy_start) & (position < copy_start + segment)  # [batch, length]
+    source = torch.where(in_copy, position - copy_start + source_start, position)
+    loss_mask = (in_copy[:, 1:] & in_copy[:, :-1]).float()
+    return tokens.gather(1, source), loss_mask
 
 
 def repeated_sequence(
@@ -279,13 +314,22 @@ def make_optimizer(model: HookedTransformer, recipe: Recipe) -> torch.optim.Adam
 def fit(
     model: HookedTransformer,
     recipe: Recipe,
-    next_batch: Callable[[], Int[Tensor, "batch pos"]],
+    next_batch: Callable[
+        [], tuple[Int[Tensor, "batch n_ctx+1"], Float[Tensor, "batch n_ctx"] | None]
+    ],
     progress: bool = True,
 ) -> list[float]:
-    """Train ``model`` in place for ``recipe.steps`` steps on ``next_batch()``; the losses.
+    """Train ``model`` in place for ``recipe.steps`` steps; the losses.
+
+    ``next_batch()`` gives windows of ``n_ctx + 1`` tokens and an optional 0/1 mask over
+    the ``n_ctx`` predictions: the model reads the first ``n_ctx`` tokens and predicts the
+    last ``n_ctx`` (nanoGPT's x and y), so every position, the last included, is trained.
+    (``model(window, return_type="loss")`` on ``n_ctx`` tokens would never train the last
+    position: its embedding would stay random, and text sampled past ``n_ctx - 1`` tokens
+    would turn to gibberish.)
 
     Example:
-        >>> fit(model, recipe, lambda: text_batch(tokens, 32, model.cfg.n_ctx, generator))
+        >>> fit(model, recipe, lambda: (text_batch(tokens, 32, model.cfg.n_ctx + 1, gen), None))
     """
     optimizer = make_optimizer(model, recipe)
     losses = []
@@ -294,7 +338,13 @@ def fit(
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, recipe)
-        loss = model(next_batch(), return_type="loss")
+        window, loss_mask = next_batch()  # [batch, n_ctx + 1], [batch, n_ctx] or None
+        logits = model(window[:, :-1])  # [batch, n_ctx, d_vocab]
+        if loss_mask is None:
+            loss = F.cross_entropy(logits.flatten(0, 1), window[:, 1:].flatten())
+        else:
+            token_losses = F.cross_entropy(logits.transpose(1, 2), window[:, 1:], reduction="none")
+            loss = (token_losses * loss_mask).sum() / loss_mask.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if recipe.grad_clip is not None:
@@ -342,7 +392,7 @@ def train(
     if recipe.data == "text":
         model, figures = _train_on_text(name, recipe, text, generator, progress)
     else:
-        model, figures = _train_on_repeated_tokens(name, recipe, generator, progress)
+        model, figures = _train_on_copied_segments(name, recipe, generator, progress)
     model.cfg.extra.update(
         figures,
         seed=recipe.seed,
@@ -368,7 +418,7 @@ def _train_on_text(
     losses = fit(
         model,
         recipe,
-        lambda: text_batch(train_tokens, recipe.batch_size, cfg.n_ctx, generator),
+        lambda: (text_batch(train_tokens, recipe.batch_size, cfg.n_ctx + 1, generator), None),
         progress,
     )
     figures = {
@@ -379,7 +429,7 @@ def _train_on_text(
     return model, figures
 
 
-def _train_on_repeated_tokens(
+def _train_on_copied_segments(
     name: str, recipe: Recipe, generator: torch.Generator, progress: bool
 ) -> tuple[HookedTransformer, dict[str, Any]]:
     cfg = HookedTransformerConfig(**recipe.config, seed=recipe.seed, model_name=name)
@@ -388,8 +438,8 @@ def _train_on_repeated_tokens(
     losses = fit(
         model,
         recipe,
-        lambda: repeated_token_batch(
-            recipe.batch_size, cfg.n_ctx, cfg.d_vocab, generator, **options
+        lambda: copied_segment_batch(
+            recipe.batch_size, cfg.n_ctx + 1, cfg.d_vocab, generator, **options
         ),
         progress,
     )

@@ -11,11 +11,11 @@ from interp.loading.native import load_native
 from interp.tokenizers import CharTokenizer
 from interp.train import (
     RECIPES,
+    copied_segment_batch,
     default_text,
     induction_figures,
     lr_at,
     main,
-    repeated_token_batch,
     split_text,
     text_batch,
     text_loss,
@@ -104,14 +104,23 @@ def test_shipped_text_is_tiny_shakespeare():
     assert default_text() == SHARED_TEXT.read_text(encoding="utf-8")
 
 
-def test_repeated_token_batch_repeats_a_block_after_a_prefix():
-    d_vocab, n_ctx = 50, 40
-    batch = repeated_token_batch(64, n_ctx, d_vocab, torch.Generator().manual_seed(0), 4, 10)
-    assert batch.shape == (64, n_ctx)
-    assert (batch[:, 0] == d_vocab - 1).all() and (batch[:, 1:] < d_vocab - 1).all()
-    for row in batch.tolist():
-        # For some period p in [4, 10] the last p tokens repeat the p before them.
-        assert any(row[-p:] == row[-2 * p : -p] for p in range(4, 11)), row
+def test_copied_segment_batch_copies_one_segment_and_masks_the_rest():
+    d_vocab, length = 50, 40
+    generator = torch.Generator().manual_seed(0)
+    tokens, loss_mask = copied_segment_batch(64, length, d_vocab, generator, 4, 10)
+    assert tokens.shape == (64, length) and loss_mask.shape == (64, length - 1)
+    assert (tokens[:, 0] == d_vocab - 1).all() and (tokens[:, 1:] < d_vocab - 1).all()
+    for row, mask in zip(tokens.tolist(), loss_mask.tolist(), strict=True):
+        # The mask covers predictions j -> j + 1 inside the copy: a run of segment - 1 ones.
+        kept = [j for j, m in enumerate(mask) if m]
+        assert 3 <= len(kept) <= 9 and kept == list(range(kept[0], kept[-1] + 1))
+        copy = row[kept[0] : kept[-1] + 2]  # the copied segment
+        earlier = [
+            start
+            for start in range(1, kept[0] - len(copy) + 1)
+            if row[start : start + len(copy)] == copy
+        ]
+        assert earlier, (row, mask)
 
 
 def test_lr_schedule_warms_up_then_decays_to_min_lr():

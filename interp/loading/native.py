@@ -92,10 +92,10 @@ def load_native(
     state_dict = load_file(str(folder / WEIGHTS_FILE), device=str(device or "cpu"))
     state_dict = {name: tensor.to(cfg.dtype) for name, tensor in state_dict.items()}
     tokenizer = tokenizer_from_dict(tokenizer_spec) if tokenizer_spec is not None else None
-    # Build without memory or random initialisation, then take the saved tensors as they are.
+    # Build on the CPU (the meta device would cost seconds of first-use set-up in torch),
+    # then take the saved tensors as they are, already on ``device``.
     cfg.device = None
-    with torch.device("meta"):
-        model = HookedTransformer(cfg, tokenizer=tokenizer)
+    model = HookedTransformer(cfg, tokenizer=tokenizer)
     model.load_state_dict(state_dict, assign=True)
     model.cfg.device = str(device) if device is not None else None
     return model
