@@ -1,0 +1,181 @@
+"""Tests for interp/models: the shipped checkpoints do what their model cards say."""
+
+import math
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import torch
+
+import interp
+from interp.models import model_card
+from interp.tokenizers import CharTokenizer
+from interp.train import default_text, sample_text
+
+MODELS_FOLDER = Path(str(resources.files("interp.models")))
+
+
+@pytest.fixture(scope="module")
+def shakespeare():
+    return interp.load_model("shakespeare-char")
+
+
+@pytest.fixture(scope="module")
+def attn_only():
+    return interp.load_model("attn-only-2l")
+
+
+def card_number(name: str, label: str) -> float:
+    """The number after ``label`` in the model card (e.g. "Validation loss: **1.6612**")."""
+    match = re.search(re.escape(label) + r"[^0-9]*([0-9]+\.[0-9]+)", model_card(name))
+    assert match, f"{label!r} not found in the {name} card"
+    return float(match.group(1))
+
+
+def test_registry_lists_and_loads_the_shipped_models():
+    assert interp.list_models() == ["attn-only-2l", "shakespeare-char"]
+    for name in interp.list_models():
+        folder = MODELS_FOLDER / name
+        assert (folder / "MODEL_CARD.md").is_file()
+        assert (folder / "model.safetensors").stat().st_size < 5_000_000
+        model = interp.load_model(name)
+        assert model.cfg.model_name == name
+        assert not any(p.device.type == "meta" for p in model.parameters())
+
+
+def test_unknown_name_suggests_the_closest():
+    with pytest.raises(ValueError, match="did you mean 'shakespeare-char'"):
+        interp.load_model("shakespeare_char")
+
+
+def test_dtype_on_load():
+    model = interp.load_model("attn-only-2l", dtype=torch.bfloat16)
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+
+
+# -------------------------------------------------------------------------- shakespeare-char
+def held_out_text() -> str:
+    text = default_text()
+    return text[int(len(text) * 0.9) :]
+
+
+def test_character_tokenizer_round_trips(shakespeare):
+    assert isinstance(shakespeare.tokenizer, CharTokenizer)
+    text = "ROMEO:\nBut soft, what light?"
+    tokens = shakespeare.to_tokens(text)
+    assert tokens.shape == (1, len(text))  # one token a character, no BOS
+    assert shakespeare.to_str_tokens(text) == list(text)
+    assert shakespeare.to_string(tokens[0]) == text
+
+
+def test_validation_loss_is_what_the_card_says(shakespeare):
+    """Recomputed here, independently of interp.train: every held-out character after the
+    first, predicted from the window of n_ctx - 1 characters it ends."""
+    ids = torch.tensor(shakespeare.tokenizer.encode(held_out_text()))
+    n_ctx = shakespeare.cfg.n_ctx
+    total, count = 0.0, 0
+    with torch.no_grad():
+        starts = list(range(0, len(ids) - 1, n_ctx - 1))
+        for first in range(0, len(starts), 128):
+            windows = [ids[s : s + n_ctx] for s in starts[first : first + 128]]
+            for group in [torch.stack([w for w in windows if len(w) == n_ctx])] + [
+                w[None] for w in windows if len(w) != n_ctx
+            ]:
+                log_probs = shakespeare(group).log_softmax(-1)[:, :-1]
+                picked = log_probs.gather(-1, group[:, 1:, None])
+                total -= picked.double().sum().item()
+                count += picked.numel()
+    assert count == len(ids) - 1
+    val_loss = total / count
+    assert val_loss == pytest.approx(shakespeare.cfg.extra["val_loss"], abs=1e-4)
+    assert val_loss == pytest.approx(card_number("shakespeare-char", "Validation loss"), abs=1e-4)
+    assert val_loss < math.log(shakespeare.cfg.d_vocab) / 2  # far better than uniform
+
+
+def test_samples_look_like_shakespeare(shakespeare):
+    """Three seeded samples: most words are words of the plays, and speakers are named on
+    lines of their own ("ROMEO:")."""
+    known_words = set(re.findall(r"[a-z']+", default_text().lower()))
+    samples = [sample_text(shakespeare, "\n", 600, seed=seed) for seed in range(3)]
+    words = [w for sample in samples for w in re.findall(r"[a-z']+", sample.lower())]
+    assert len(words) > 200
+    real = sum(w in known_words for w in words) / len(words)
+    assert real > 0.75, (real, samples)
+    speaker_lines = [
+        line
+        for sample in samples
+        for line in sample.split("\n")
+        if re.fullmatch(r"[A-Z][A-Za-z ]+:", line)
+    ]
+    assert len(speaker_lines) >= 3, samples
+
+
+def test_card_gives_the_reproducing_command():
+    card = model_card("shakespeare-char")
+    assert "python -m interp.train shakespeare-char" in card
+    assert str(interp.load_model("shakespeare-char").cfg.extra["seed"]) in card
+
+
+# ------------------------------------------------------------------------------ attn-only-2l
+def repeated_random_tokens(model, half_length=30, batch=100, seed=0):
+    """BOS (the last token id), then random tokens, then the same tokens again."""
+    generator = torch.Generator().manual_seed(seed)
+    bos = model.cfg.d_vocab - 1
+    half = torch.randint(0, bos, (batch, half_length), generator=generator)
+    return torch.cat([torch.full((batch, 1), bos), half, half], dim=1)
+
+
+def head_scores(model, tokens, half_length):
+    """Induction and previous-token scores [layer, head] straight from the cached patterns."""
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith("pattern"))
+    second_copy = torch.arange(1 + half_length, tokens.shape[1])
+    every = torch.arange(1, tokens.shape[1])
+    induction = torch.stack(
+        [
+            cache["pattern", layer][:, :, second_copy, second_copy - half_length + 1].mean((0, 2))
+            for layer in range(model.cfg.n_layers)
+        ]
+    )
+    previous = torch.stack(
+        [
+            cache["pattern", layer][:, :, every, every - 1].mean((0, 2))
+            for layer in range(model.cfg.n_layers)
+        ]
+    )
+    return induction, previous
+
+
+def test_attn_only_has_canonical_induction_and_previous_token_heads(attn_only):
+    assert attn_only.cfg.attn_only and attn_only.cfg.n_layers == 2
+    half_length = 30
+    induction, previous = head_scores(
+        attn_only, repeated_random_tokens(attn_only, half_length), half_length
+    )
+    assert induction[1].max() >= 0.8, induction
+    assert previous[0].max() >= 0.8, previous
+
+
+def test_attn_only_card_figures_are_reproduced(attn_only):
+    """The card's probe: BOS + 25 random tokens twice, 200 sequences, seed 1234."""
+    from interp.train import repeated_sequence
+
+    tokens = repeated_sequence(200, 25, attn_only.cfg.d_vocab, seed=1234)
+    induction, previous = head_scores(attn_only, tokens, 25)
+    extra = attn_only.cfg.extra
+    torch.testing.assert_close(
+        induction, torch.tensor(extra["induction_scores"]), atol=1e-4, rtol=0
+    )
+    torch.testing.assert_close(
+        previous, torch.tensor(extra["previous_token_scores"]), atol=1e-4, rtol=0
+    )
+    logits = attn_only(tokens)
+    losses = -logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    second_copy_loss = losses[:, 26:50].mean().item()
+    assert second_copy_loss == pytest.approx(extra["second_copy_loss"], abs=1e-4)
+    assert second_copy_loss == pytest.approx(
+        card_number("attn-only-2l", "Loss on the second copy"), abs=1e-3
+    )
+    card = model_card("attn-only-2l")
+    best_layer1 = max(extra["induction_scores"][1])
+    assert f"{best_layer1:.3f}" in card
