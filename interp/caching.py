@@ -75,16 +75,6 @@ class ActivationKeeper:
                 f"pos_slice must be an int, a slice, or a list of positions, got {positions!r}."
             )
 
-    @property
-    def offloads_from_gpu(self) -> bool:
-        """Whether CUDA activations will be copied to the CPU without blocking (the caller must
-        ``torch.cuda.synchronize()`` before reading them)."""
-        return (
-            self.device is not None
-            and torch.device(self.device).type == "cpu"
-            and torch.cuda.is_available()
-        )
-
     def keep(self, activation: Tensor, hook_name: str) -> Tensor:
         """The tensor to store for ``activation`` (detached), with every option applied."""
         kept = activation.detach()
