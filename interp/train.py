@@ -142,7 +142,8 @@ def text_batch(
 
     Example:
         >>> text_batch(torch.arange(100), 2, 5, torch.Generator().manual_seed(0))
-        tensor([[44, 45, 46, 47, 48], [39, 40, 41, 42, 43]])
+        tensor([[44, 45, 46, 47, 48],
+                [15, 16, 17, 18, 19]])
     """
     starts = torch.randint(len(tokens) - n_ctx + 1, (batch_size,), generator=generator)
     return torch.stack([tokens[start : start + n_ctx] for start in starts.tolist()])
@@ -217,7 +218,8 @@ def copied_segment_batch(
     Example:
         >>> tokens, mask = copied_segment_batch(1, 12, 10, torch.Generator().manual_seed(0), 3, 3)
         >>> tokens, mask
-        (tensor([[9, 4, 8, 0, 3, 6, 8, 0, 3, 1, 2, 7]]), tensor([[0., 0., ..., 1., 1., 0., 0.]]))
+        (tensor([[9, 0, 2, 6, 7, 6, 2, 6, 7, 0, 8, 2]]),
+         tensor([[0., 0., 0., 0., 0., 0., 1., 1., 0., 0., 0.]]))
     """
     bos = d_vocab - 1
     tokens = torch.randint(0, bos, (batch_size, length), generator=generator)
@@ -372,9 +374,8 @@ def train(
     overridden by keyword (e.g. ``batch_size=8``).
 
     Example:
-        >>> model = train("shakespeare-char", steps=100, progress=False)
-        >>> model.cfg.extra["val_loss"]
-        2.4...
+        >>> model = train("shakespeare-char", text=open("my_corpus.txt").read(), steps=500)
+        >>> model.cfg.extra["val_loss"]  # on the last 10% of the text
     """
     if name not in RECIPES:
         raise ValueError(f"No recipe named {name!r}; choose one of {sorted(RECIPES)}.")
