@@ -61,12 +61,15 @@ class LayerNorm(nn.Module):
         if not (self.hook_scale.has_hooks or self.hook_normalized.has_hooks):
             return F.layer_norm(x, x.shape[-1:], self.w, self.b, self.eps)
         input_dtype = x.dtype
-        variance, mean = torch.var_mean(x.float(), dim=-1, keepdim=True, correction=0)
-        scale = self.hook_scale((variance + self.eps).sqrt())  # [batch, pos, 1]
-        x = (x - mean) / scale
-        if self.w is not None:
-            x = torch.addcmul(self.b, x, self.w)
-        return self.hook_normalized(x.to(input_dtype))
+        x = x if x.dtype in (torch.float32, torch.float64) else x.float()
+        w, b = (self.w.to(x.dtype), self.b.to(x.dtype)) if self.w is not None else (None, None)
+        normalized, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], w, b, self.eps)
+        scale = self.hook_scale(rstd.reciprocal())  # [batch, pos, 1]: sqrt(variance + eps)
+        if not self.hook_scale.only_read:  # a hook may change the scale: divide by what it gave
+            normalized = (x - mean) / scale
+            if w is not None:
+                normalized = torch.addcmul(b, normalized, w)
+        return self.hook_normalized(normalized.to(input_dtype))
 
 
 class Embed(nn.Module):
@@ -195,7 +198,8 @@ class Attention(nn.Module):
         scores = torch.matmul(q.permute(2, 0, 1, 3), k.permute(2, 0, 3, 1)).transpose(0, 1)
         scores = scores.div_(math.sqrt(self.cfg.d_head)).masked_fill_(~mask, float("-inf"))
         scores = self.hook_attn_scores(scores)  # [batch, n_heads, query_pos, key_pos]
-        pattern = scores.float().softmax(dim=-1)
+        # Softmax copies a non-contiguous input, so it runs on the head-major layout too.
+        pattern = scores.transpose(0, 1).float().softmax(dim=-1).transpose(0, 1)
         if padded:  # a padding query that sees only padding keys attends to nothing
             pattern = pattern.nan_to_num(0.0)
         pattern = self.hook_pattern(pattern.to(v.dtype))  # [batch, n_heads, query_pos, key_pos]

@@ -64,6 +64,15 @@ class HookPoint(nn.Module):
     def has_hooks(self) -> bool:
         return bool(self.fwd_hooks or self.bwd_hooks)
 
+    @property
+    def only_read(self) -> bool:
+        """No hook here can change the activation or wants its gradient: every one is a
+        forward hook marked ``reads_only`` (as caching hooks are), so a fused kernel may
+        compute what follows without waiting for them."""
+        return not self.bwd_hooks and all(
+            getattr(h.fn, "reads_only", False) for h in self.fwd_hooks
+        )
+
     def layer(self) -> int:
         """The block index in this hook's name (``blocks.3.attn.hook_z`` -> 3)."""
         match = _LAYER_IN_NAME.match(self.name or "")
@@ -265,6 +274,7 @@ class HookedRootModule(nn.Module):
             def save_hook(activation: Tensor, hook: HookPoint) -> None:
                 store[key] = keeper.keep(activation, hook.name)
 
+            save_hook.reads_only = True
             return save_hook
 
         fwd = [(name, save(name)) for name in names]

@@ -177,3 +177,27 @@ def test_return_type_none_still_caches_the_final_layer_norm():
     _, full = model.run_with_cache(tokens, names_filter="ln_final.hook_scale")
     assert output is None
     torch.testing.assert_close(cache["ln_final.hook_scale"], full["ln_final.hook_scale"])
+
+
+# ------------------------------------------------------------------------------ layer norm
+def test_cached_layer_norm_agrees_and_a_hook_that_edits_the_scale_takes_effect():
+    model = make_model()
+    tokens = torch.randint(0, 999, (2, 7))
+    with torch.no_grad():
+        plain = model(tokens)
+        cached_logits, cache = model.run_with_cache(tokens, names_filter=lambda n: "ln" in n)
+        torch.testing.assert_close(cached_logits, plain, atol=1e-5, rtol=0)
+        ln1 = model.blocks[0].ln1
+        x = model(tokens, stop_at_layer=0)
+        expected_scale = (x.var(-1, keepdim=True, unbiased=False) + ln1.eps).sqrt()
+        torch.testing.assert_close(cache["scale", 0, "ln1"], expected_scale, atol=1e-6, rtol=0)
+
+        def double_in_place(scale, hook):
+            scale.mul_(2)
+            return scale
+
+        with model.hooks(fwd_hooks=[("blocks.0.ln1.hook_scale", double_in_place)]):
+            _, edited = model.run_with_cache(tokens, names_filter="blocks.0.ln1.hook_normalized")
+    centred = x - x.mean(-1, keepdim=True)
+    expected = centred / (2 * expected_scale) * ln1.w + ln1.b
+    torch.testing.assert_close(edited["normalized", 0, "ln1"], expected, atol=1e-5, rtol=0)
