@@ -21,54 +21,17 @@ import interp
 from interp.model import HookedTransformer
 
 DEMO_MODEL = "attn-only-2l"
-# Repeated text: an induction head predicts " dog" from the first copy; the corrupted prompt
-# changes that first copy to " cat", so patching shows where the model reads it.
-DEMO_PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy"
-DEMO_CORRUPTED = (
-    "The quick brown fox jumps over the lazy cat. The quick brown fox jumps over the lazy"
-)
-DEMO_ANSWERS = (" dog", " cat")
-RANDOM_MODEL_WARNING = (
-    "This is an UNTRAINED model with random weights (seed 0): the shipped model "
-    f"{DEMO_MODEL!r} is not available in this install, so attention patterns and scores "
-    "show no learned behaviour."
-)
+# attn-only-2l reads abstract symbols (numbers). A random sequence of 12 symbols, then its
+# first 11 again: the induction head predicts the 12th ("501") from the first copy. The
+# corrupted prompt changes that first copy's "501" to "77", so patching shows where it is read.
+_SEQUENCE = "23 187 402 9 311 76 450 128 264 35 199"
+DEMO_PROMPT = f"{_SEQUENCE} 501 {_SEQUENCE}"
+DEMO_CORRUPTED = f"{_SEQUENCE} 77 {_SEQUENCE}"
+DEMO_ANSWERS = ("501", "77")
 
 
 class CommandError(Exception):
     """A failure to report on stderr with exit code 1 (no traceback)."""
-
-
-def random_demo_model() -> HookedTransformer:
-    """A fixed-seed, untrained two-layer attention-only model with GPT-2's tokenizer.
-
-    Example:
-        >>> random_demo_model().cfg.model_name
-        'random-attn-only-2l (untrained, seed 0)'
-    """
-    cfg = interp.HookedTransformerConfig(
-        n_layers=2,
-        d_model=64,
-        n_heads=4,
-        d_vocab=50257,
-        n_ctx=256,
-        attn_only=True,
-        seed=0,
-        model_name="random-attn-only-2l (untrained, seed 0)",
-    )
-    return HookedTransformer(cfg, tokenizer=interp.get_tokenizer("gpt2"))
-
-
-def demo_model() -> tuple[HookedTransformer, list[str]]:
-    """The demo's model and the warnings to show with it: the shipped ``attn-only-2l``, or
-    the random stand-in (clearly labelled) where this install ships no models.
-
-    Example:
-        >>> model, warnings = demo_model()
-    """
-    if hasattr(interp, "list_models") and DEMO_MODEL in interp.list_models():
-        return interp.load_model(DEMO_MODEL), []
-    return random_demo_model(), [RANDOM_MODEL_WARNING]
 
 
 def load_named_model(name_or_path: str) -> HookedTransformer:
@@ -78,33 +41,15 @@ def load_named_model(name_or_path: str) -> HookedTransformer:
     Example:
         >>> load_named_model("attn-only-2l"); load_named_model("checkpoints/my-model")
     """
-    shipped = interp.list_models() if hasattr(interp, "list_models") else []
+    shipped = interp.list_models()
     if name_or_path in shipped:
         return interp.load_model(name_or_path)
-    from_pretrained = getattr(HookedTransformer, "from_pretrained", None)
-    if Path(name_or_path).exists():
-        if from_pretrained is not None:
-            return from_pretrained(name_or_path)
-        from interp.loading.native import is_native_folder, load_native
-
-        if is_native_folder(name_or_path):
-            return load_native(name_or_path)
-        raise CommandError(
-            f"{name_or_path} is not an interp checkpoint folder, and this install has no "
-            "HookedTransformer.from_pretrained to read other formats."
-        )
-    known = f"shipped models: {', '.join(shipped) if shipped else 'none in this install'}"
-    if from_pretrained is None:
-        raise CommandError(
-            f"Unknown model {name_or_path!r}: not a shipped model ({known}) and no such "
-            "folder. Pass a shipped model's name or the path of a checkpoint folder."
-        )
     try:
-        return from_pretrained(name_or_path)
+        return HookedTransformer.from_pretrained(name_or_path)
     except Exception as error:
         raise CommandError(
-            f"Could not load {name_or_path!r}: not a shipped model ({known}), no such folder, "
-            f"and HookedTransformer.from_pretrained failed: {error}"
+            f"Could not load {name_or_path!r}: it is not a shipped model "
+            f"({', '.join(shipped)}), and as a checkpoint folder or hub id: {error}"
         ) from error
 
 
@@ -114,26 +59,23 @@ def _report(
     out: Path,
     corrupted: str | None,
     answers: tuple[str | None, str | None],
-    warnings: list[str],
 ) -> None:
     from interp.viz.report import summary_text, write_report
 
-    path, analysis = write_report(
-        model, prompt, out, corrupted, answers[0], answers[1], warnings=warnings
-    )
+    path, analysis = write_report(model, prompt, out, corrupted, answers[0], answers[1])
     print(f"report written to {path.resolve()}")
     print(summary_text(analysis))
 
 
 def run_demo(args: argparse.Namespace) -> None:
-    model, warnings = demo_model()
-    _report(model, DEMO_PROMPT, args.out, DEMO_CORRUPTED, DEMO_ANSWERS, warnings)
+    model = interp.load_model(DEMO_MODEL)
+    _report(model, DEMO_PROMPT, args.out, DEMO_CORRUPTED, DEMO_ANSWERS)
 
 
 def run_report(args: argparse.Namespace) -> None:
     model = load_named_model(args.model)
     answers = (args.answer, args.wrong_answer)
-    _report(model, args.prompt, args.out, args.corrupted, answers, [])
+    _report(model, args.prompt, args.out, args.corrupted, answers)
 
 
 def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | None]]:
@@ -186,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="write the report for a shipped model on a built-in prompt",
         description=f"Load the shipped {DEMO_MODEL!r} model and write the HTML report for a "
-        "repeated-text prompt (with a corrupted version for patching); print a summary.",
+        "repeated sequence of symbols (with a corrupted version for patching); print a summary.",
     )
     demo.add_argument(
         "--out",

@@ -1,5 +1,6 @@
 """Tokenizers that work with no network: GPT-2's byte-level BPE, and characters.
 
+``SymbolTokenizer`` writes the abstract tokens of synthetic-data models as numbers.
 Every tokenizer here offers the same small interface the model uses: ``encode``, ``decode``,
 ``token_str`` (one token's text), ``vocab_size`` and ``bos/eos/pad_token_id``. Hugging Face
 tokenizers are wrapped to the same interface by ``get_tokenizer``.
@@ -120,6 +121,49 @@ class CharTokenizer:
         return {"type": "char", "chars": "".join(self.chars)}
 
 
+class SymbolTokenizer:
+    """Abstract symbols ``0 .. vocab_size - 1`` written as numbers, for models trained on
+    synthetic token sequences (``attn-only-2l``'s random tokens); BOS is written ``<bos>``.
+
+    Example:
+        >>> tok = SymbolTokenizer(512, bos_token_id=511)
+        >>> tok.encode("<bos> 7 300 7"), tok.decode([511, 7, 300])
+        ([511, 7, 300, 7], '<bos> 7 300')
+    """
+
+    name = "symbols"
+    eos_token_id = None
+    bos_text = "<bos>"
+
+    def __init__(self, vocab_size: int, bos_token_id: int | None = None) -> None:
+        self.vocab_size = vocab_size
+        self.bos_token_id = bos_token_id
+        self.pad_token_id = bos_token_id if bos_token_id is not None else 0
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for word in text.split():
+            if word == self.bos_text and self.bos_token_id is not None:
+                ids.append(self.bos_token_id)
+            elif word.isdigit() and int(word) < self.vocab_size:
+                ids.append(int(word))
+            else:
+                raise ValueError(
+                    f"{word!r} is not a symbol of this model: write whitespace-separated "
+                    f"numbers below {self.vocab_size}, e.g. '12 305 12'."
+                )
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self.token_str(i) for i in ids)
+
+    def token_str(self, token_id: int) -> str:
+        return self.bos_text if int(token_id) == self.bos_token_id else str(int(token_id))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "symbols", "vocab_size": self.vocab_size, "bos_token_id": self.bos_token_id}
+
+
 class HuggingFaceTokenizer:
     """Adapts a ``transformers`` tokenizer to the interface above."""
 
@@ -161,7 +205,9 @@ def get_tokenizer(name_or_tokenizer: Any = "gpt2") -> Any:
             f"No offline tokenizer named {name_or_tokenizer!r}; use 'gpt2', a CharTokenizer, "
             "or pass a Hugging Face tokenizer object."
         )
-    if isinstance(name_or_tokenizer, (GPT2Tokenizer, CharTokenizer, HuggingFaceTokenizer)):
+    if isinstance(
+        name_or_tokenizer, (GPT2Tokenizer, CharTokenizer, SymbolTokenizer, HuggingFaceTokenizer)
+    ):
         return name_or_tokenizer
     if hasattr(name_or_tokenizer, "encode") and hasattr(name_or_tokenizer, "decode"):
         return HuggingFaceTokenizer(name_or_tokenizer)
@@ -172,14 +218,16 @@ def tokenizer_from_dict(spec: dict[str, Any]) -> Any:
     """Rebuild a tokenizer saved with a model: ``{"type": "gpt2"}`` or ``{"type": "char"}``."""
     if spec.get("type") == "char":
         return CharTokenizer(spec["chars"])
+    if spec.get("type") == "symbols":
+        return SymbolTokenizer(spec["vocab_size"], spec.get("bos_token_id"))
     if spec.get("type") == "gpt2":
         return get_tokenizer("gpt2")
-    raise ValueError(f"Unknown tokenizer spec {spec!r}; expected type 'gpt2' or 'char'.")
+    raise ValueError(f"Unknown tokenizer spec {spec!r}; expected type 'gpt2', 'char' or 'symbols'.")
 
 
 def tokenizer_to_dict(tokenizer: Any) -> dict[str, Any] | None:
     """The spec ``tokenizer_from_dict`` reads back, or None for tokenizers saved elsewhere."""
-    if isinstance(tokenizer, CharTokenizer):
+    if isinstance(tokenizer, (CharTokenizer, SymbolTokenizer)):
         return tokenizer.to_dict()
     if isinstance(tokenizer, GPT2Tokenizer):
         return {"type": "gpt2"}

@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from interp.config import HookedTransformerConfig
 from interp.model import HookedTransformer
 from interp.sampling import sample_next_token
-from interp.tokenizers import CharTokenizer
+from interp.tokenizers import CharTokenizer, SymbolTokenizer
 
 VAL_FRACTION = 0.1
 
@@ -434,7 +434,8 @@ def _train_on_copied_segments(
     name: str, recipe: Recipe, generator: torch.Generator, progress: bool
 ) -> tuple[HookedTransformer, dict[str, Any]]:
     cfg = HookedTransformerConfig(**recipe.config, seed=recipe.seed, model_name=name)
-    model = HookedTransformer(cfg)
+    # Symbols 0 .. d_vocab - 2 are the random tokens; d_vocab - 1 is the BOS.
+    model = HookedTransformer(cfg, tokenizer=SymbolTokenizer(cfg.d_vocab, cfg.d_vocab - 1))
     options = recipe.data_options
     losses = fit(
         model,

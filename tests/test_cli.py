@@ -50,9 +50,11 @@ def test_demo_runs_as_a_fresh_process_offline_and_exits_0(tmp_path):
     assert f"report written to {out.resolve()}" in result.stdout
     assert "next-token prediction:" in result.stdout and "top induction head:" in result.stdout
     assert out.stat().st_size > 1_000_000  # the page with its JavaScript inlined
-    page = out.read_text()
-    if "random-attn-only-2l" in result.stdout:  # no shipped model yet: the stand-in says so
-        assert "UNTRAINED" in result.stdout and "UNTRAINED" in page
+    # The shipped attn-only-2l completes the repeated sequence from its first copy.
+    assert "model: attn-only-2l" in result.stdout
+    assert "next-token prediction: '501'" in result.stdout
+    assert "top previous token head: L0H0" in result.stdout
+    assert "top induction head: L1H0" in result.stdout
 
 
 def test_report_writes_the_page_and_a_summary(model_dir, tmp_path, capsys):

@@ -9,7 +9,12 @@ import pytest
 import transformers
 
 from interp import get_tokenizer
-from interp.tokenizers import CharTokenizer, tokenizer_from_dict, tokenizer_to_dict
+from interp.tokenizers import (
+    CharTokenizer,
+    SymbolTokenizer,
+    tokenizer_from_dict,
+    tokenizer_to_dict,
+)
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 
@@ -80,3 +85,15 @@ def test_unknown_names_and_hugging_face_objects(hf_reference):
     wrapped = get_tokenizer(hf_reference)
     assert wrapped.encode("Hello world") == [15496, 995]
     assert wrapped.token_str(995) == " world"
+
+
+def test_symbol_tokenizer_for_synthetic_models():
+    tokenizer = SymbolTokenizer(512, bos_token_id=511)
+    assert tokenizer.encode("<bos> 7 300\n7") == [511, 7, 300, 7]
+    assert tokenizer.decode([511, 7, 300]) == "<bos> 7 300"
+    assert tokenizer.token_str(511) == "<bos>" and tokenizer.token_str(42) == "42"
+    for bad in ("512", "cat", "-1"):
+        with pytest.raises(ValueError, match="not a symbol"):
+            tokenizer.encode(bad)
+    rebuilt = tokenizer_from_dict(tokenizer_to_dict(tokenizer))
+    assert (rebuilt.vocab_size, rebuilt.bos_token_id) == (512, 511)

@@ -141,7 +141,8 @@ def analyse_prompt(
     top_probs, top_ids = probs.topk(min(5, probs.shape[0]))
     cfg = model.cfg
     shape = (
-        f"{cfg.n_layers} layers, {cfg.n_heads} heads, d_model={cfg.d_model}, "
+        f"{cfg.n_layers} layers, {cfg.n_heads} head{'s' if cfg.n_heads > 1 else ''} per layer, "
+        f"d_model={cfg.d_model}, "
         f"{'attention-only' if cfg.attn_only else f'd_mlp={cfg.d_mlp}'}, d_vocab={cfg.d_vocab}"
     )
     analysis = PromptAnalysis(
