@@ -123,17 +123,17 @@ class CharTokenizer:
 
 class SymbolTokenizer:
     """Abstract symbols ``0 .. vocab_size - 1`` written as numbers, for models trained on
-    synthetic token sequences (``attn-only-2l``'s random tokens); BOS is written ``<bos>``.
+    synthetic token sequences (``attn-only-2l``'s random tokens); BOS is written ``<|bos|>``.
 
     Example:
         >>> tok = SymbolTokenizer(512, bos_token_id=511)
-        >>> tok.encode("<bos> 7 300 7"), tok.decode([511, 7, 300])
-        ([511, 7, 300, 7], '<bos> 7 300')
+        >>> tok.encode("<|bos|> 7 300 7"), tok.decode([511, 7, 300])
+        ([511, 7, 300, 7], '<|bos|> 7 300')
     """
 
     name = "symbols"
     eos_token_id = None
-    bos_text = "<bos>"
+    bos_text = "<|bos|>"
 
     def __init__(self, vocab_size: int, bos_token_id: int | None = None) -> None:
         self.vocab_size = vocab_size

@@ -89,9 +89,9 @@ def test_unknown_names_and_hugging_face_objects(hf_reference):
 
 def test_symbol_tokenizer_for_synthetic_models():
     tokenizer = SymbolTokenizer(512, bos_token_id=511)
-    assert tokenizer.encode("<bos> 7 300\n7") == [511, 7, 300, 7]
-    assert tokenizer.decode([511, 7, 300]) == "<bos> 7 300"
-    assert tokenizer.token_str(511) == "<bos>" and tokenizer.token_str(42) == "42"
+    assert tokenizer.encode("<|bos|> 7 300\n7") == [511, 7, 300, 7]
+    assert tokenizer.decode([511, 7, 300]) == "<|bos|> 7 300"
+    assert tokenizer.token_str(511) == "<|bos|>" and tokenizer.token_str(42) == "42"
     for bad in ("512", "cat", "-1"):
         with pytest.raises(ValueError, match="not a symbol"):
             tokenizer.encode(bad)
