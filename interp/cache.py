@@ -242,15 +242,9 @@ class ActivationCache:
         n_heads = self.model.cfg.n_heads
         per_layer = [slice_positions(self._head_results(i), pos_slice, -3) for i in range(layer)]
         labels = [f"L{i}H{h}" for i in range(layer) for h in range(n_heads)]
-        if per_layer:
-            stack = torch.cat(per_layer, dim=-2).movedim(-2, 0)  # [layer * n_heads, ..., d_model]
-        else:
-            stack = self._stack_or_empty([], pos_slice)
-        if incl_remainder:
-            stack, labels = self._append_remainder(stack, labels, layer, False, pos_slice)
-        if apply_ln:
-            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
-        return (stack, labels) if return_labels else stack
+        return self._finish_component_stack(
+            per_layer, labels, layer, pos_slice, incl_remainder, apply_ln, return_labels
+        )
 
     def get_neuron_results(
         self,
@@ -292,15 +286,9 @@ class ActivationCache:
         neurons = self._neuron_indices(neuron_slice)
         per_layer = [self.get_neuron_results(i, neurons, pos_slice) for i in range(layer)]
         labels = neuron_labels(range(layer), neurons.tolist())
-        if per_layer:
-            stack = torch.cat(per_layer, dim=-2).movedim(-2, 0)
-        else:
-            stack = self._stack_or_empty([], pos_slice)
-        if incl_remainder:
-            stack, labels = self._append_remainder(stack, labels, layer, False, pos_slice)
-        if apply_ln:
-            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
-        return (stack, labels) if return_labels else stack
+        return self._finish_component_stack(
+            per_layer, labels, layer, pos_slice, incl_remainder, apply_ln, return_labels
+        )
 
     def get_full_resid_decomposition(
         self,
@@ -482,6 +470,28 @@ class ActivationCache:
         if indices.numel() and not (-d_mlp <= int(indices.min()) and int(indices.max()) < d_mlp):
             raise ValueError(f"neuron_slice {neuron_slice!r} is out of range for d_mlp={d_mlp}.")
         return indices.cpu() % d_mlp
+
+    def _finish_component_stack(
+        self,
+        per_layer: list[Float[Tensor, "*batch_and_pos component d_model"]],
+        labels: list[str],
+        layer: int,
+        pos_slice: PosSlice,
+        incl_remainder: bool,
+        apply_ln: bool,
+        return_labels: bool,
+    ) -> Float[Tensor, "component *batch_and_pos d_model"] | tuple[Tensor, list[str]]:
+        """Per-layer component outputs (heads or neurons) as one stack, component axis first,
+        with the optional remainder row and layer norm of ``stack_head/neuron_results``."""
+        if per_layer:
+            stack = torch.cat(per_layer, dim=-2).movedim(-2, 0)
+        else:
+            stack = self._stack_or_empty([], pos_slice)
+        if incl_remainder:
+            stack, labels = self._append_remainder(stack, labels, layer, False, pos_slice)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
 
     def _stack_or_empty(
         self, components: list[Tensor], pos_slice: PosSlice = None
