@@ -165,10 +165,11 @@ class HookedRootModule(nn.Module):
             return [name for name in self.hook_dict if names_filter(name)]
         names = [names_filter] if isinstance(names_filter, str) else list(names_filter)
         for name in names:
-            self._check_hook_name(name)
+            self.check_hook_name(name)
         return names
 
-    def _check_hook_name(self, name: str) -> None:
+    def check_hook_name(self, name: str) -> None:
+        """Raise a ``KeyError`` listing the closest valid names unless ``name`` is a hook point."""
         if not isinstance(name, str):
             raise TypeError(f"A hook name must be a string, got {name!r}.")
         if name not in self.hook_dict:
@@ -218,7 +219,7 @@ class HookedRootModule(nn.Module):
         """
         for name, _ in (*fwd_hooks, *bwd_hooks):
             if not callable(name):
-                self._check_hook_name(name)
+                self.check_hook_name(name)
         added: list[Hook] = []
         try:
             for direction, pairs in (("fwd", fwd_hooks), ("bwd", bwd_hooks)):

@@ -117,7 +117,7 @@ class HookedTransformer(HookedRootModule):
                     raise ValueError("Pass attention_mask with token ids, not with text.")
                 tokens, attention_mask = self._tokenize(input, prepend_bos, padding_side="right")
             else:
-                tokens = self._check_tokens(input, past_len)
+                tokens = self.check_tokens(input, past_len)
             if past_kv_cache is not None:
                 attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, tokens)
             residual = self.embed_tokens(tokens, attention_mask, past_len)
@@ -171,7 +171,15 @@ class HookedTransformer(HookedRootModule):
             raise ValueError(f"{what}={layer} is out of range for a {n}-layer model.")
         return layer % n if layer < 0 else layer
 
-    def _check_tokens(self, tokens: Any, past_len: int = 0) -> Int[Tensor, "batch pos"]:
+    def check_tokens(self, tokens: Any, past_len: int = 0) -> Int[Tensor, "batch pos"]:
+        """Token ids as [batch, pos] on the model's device, or a clear error: not an integer
+        tensor, empty, longer than n_ctx (counting ``past_len`` cached positions), or an id
+        outside [0, d_vocab).
+
+        Example:
+            >>> model.check_tokens(torch.tensor([1, 2, 3])).shape
+            torch.Size([1, 3])
+        """
         if not isinstance(tokens, Tensor):
             raise TypeError(f"Expected text or a tensor of token ids, got {type(tokens).__name__}.")
         if tokens.is_floating_point() or tokens.is_complex():
@@ -284,7 +292,7 @@ class HookedTransformer(HookedRootModule):
             else (pad * (longest - len(i)) + i)
             for i in ids
         ]
-        tokens = self._check_tokens(torch.tensor(padded))
+        tokens = self.check_tokens(torch.tensor(padded))
         if all(len(i) == longest for i in ids):
             return tokens, None
         mask = [
@@ -375,7 +383,7 @@ class HookedTransformer(HookedRootModule):
         if isinstance(input, (str, list, tuple)):
             tokens, mask = self._tokenize(input, prepend_bos, padding_side="left")
         else:
-            tokens, mask = self._check_tokens(input), None
+            tokens, mask = self.check_tokens(input), None
         # Where each row's text starts, after left padding and BOS, for decoding.
         n_padding = (mask == 0).sum(dim=1).tolist() if mask is not None else [0] * len(tokens)
         bos_prepended = not isinstance(input, Tensor) and (

@@ -126,7 +126,7 @@ def generic_activation_patch(
     """
     if (index_axis_names is None) == (index_df is None):
         raise ValueError("Pass exactly one of index_axis_names and index_df.")
-    corrupted_tokens = model._check_tokens(corrupted_tokens)
+    corrupted_tokens = model.check_tokens(corrupted_tokens)
     n_pos = corrupted_tokens.shape[-1]
     if index_df is None:
         sizes = _axis_sizes(model, n_pos)
@@ -143,7 +143,7 @@ def generic_activation_patch(
     for number, index in enumerate(rows):
         hook_name = get_act_name(activation_name, layer=index[0])
         if hook_name not in model.hook_dict:
-            model._check_hook_name(hook_name)  # raises with the closest valid names
+            model.check_hook_name(hook_name)  # raises with the closest valid names
         runs.append(PatchRun(number, index, hook_name, model.hook_dict[hook_name].layer()))
     values = run_patches(
         model,

@@ -84,7 +84,7 @@ def attribution_patch(
     unknown = [kind for kind in kinds if kind not in ATTRIBUTION_KINDS]
     if unknown:
         raise ValueError(f"Unknown kinds {unknown}; choose from {list(ATTRIBUTION_KINDS)}.")
-    tokens = model._check_tokens(corrupted_tokens)
+    tokens = model.check_tokens(corrupted_tokens)
     n_layers = model.cfg.n_layers
     hook_names = {
         (ATTRIBUTION_KINDS[kind][0], layer): get_act_name(ATTRIBUTION_KINDS[kind][0], layer)
@@ -92,7 +92,7 @@ def attribution_patch(
         for layer in range(n_layers)
     }
     for name in hook_names.values():
-        model._check_hook_name(name)
+        model.check_hook_name(name)
         if name not in clean_cache:
             raise KeyError(f"The clean cache has no {name!r}; cache it (or everything).")
     corrupted: dict[str, Tensor] = {}

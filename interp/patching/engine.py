@@ -209,7 +209,7 @@ def run_patches(
     """
     if max_batch_size < 1:
         raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}.")
-    tokens = model._check_tokens(corrupted_tokens)
+    tokens = model.check_tokens(corrupted_tokens)
     n_prompts, n_pos = tokens.shape
     n_layers = model.cfg.n_layers
     hook_names = sorted({run.hook_name for run in runs})

@@ -192,7 +192,8 @@ class NormalizedMetric(PatchingMetric):
         corrupted_logits: Float[Tensor, "n_prompts pos d_vocab"],
     ) -> NormalizedMetric:
         """Normalise ``base`` by its mean values on the clean and corrupted logits."""
-        return cls(base, float(base(clean_logits).mean()), float(base(corrupted_logits).mean()))
+        clean_value, corrupted_value = base(clean_logits.detach()), base(corrupted_logits.detach())
+        return cls(base, float(clean_value.mean()), float(corrupted_value.mean()))
 
     def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
         value = self.base.score(position_logits)

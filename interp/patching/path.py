@@ -107,7 +107,7 @@ def path_patch_runs(
         >>> path_patch_runs(model, clean_tokens, corrupted_cache, metric,
         ...                 [[(9, 6)], [(9, 9)]], receivers=["resid_end"])
     """
-    tokens = model._check_tokens(orig_tokens)
+    tokens = model.check_tokens(orig_tokens)
     n_prompts = tokens.shape[0]
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     for senders in sender_sets:
