@@ -30,6 +30,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.caching import position_axis
 from interp.kv_cache import KeyValueCacheEntry
 from interp.patching.metrics import PatchingMetric
 
@@ -38,12 +39,6 @@ PatchSetter = Callable[[Tensor, Sequence[int], Tensor], Tensor]
 # (padded) tokens a batch may grow regardless of padding.
 _MIN_BATCH_TOKENS = 256
 _MAX_PADDING_RATIO = 1.25
-
-
-def position_axis(hook_name: str) -> int:
-    """The axis of an activation that indexes (query) positions: 2 for attention scores and
-    patterns [batch, head, query_pos, key_pos], 1 for everything else [batch, pos, ...]."""
-    return 2 if hook_name.endswith(("hook_pattern", "hook_attn_scores")) else 1
 
 
 def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int | None:
