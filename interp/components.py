@@ -142,7 +142,12 @@ class Attention(nn.Module):
         value_input: Tensor,
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None = None,
         past_kv: KeyValueCacheEntry | None = None,
-    ) -> Float[Tensor, "batch pos d_model"]:
+        allowed_keys: Bool[Tensor, "batch_or_1 1 query_pos key_pos"] | None = None,
+    ) -> Float[Tensor, "batch query_pos d_model"]:
+        """Queries from ``query_input``, keys and values from ``past_kv`` then ``key_input``
+        and ``value_input``. By default the queries are the last positions and attend
+        causally (and not to padding keys); ``allowed_keys`` replaces that rule: True where
+        a query may attend to a key (each query must be allowed at least one key)."""
         q = self.hook_q(self.project(query_input, self.W_Q, self.b_Q))
         k = self.hook_k(self.project(key_input, self.W_K, self.b_K))
         v = self.hook_v(self.project(value_input, self.W_V, self.b_V))
@@ -152,9 +157,11 @@ class Attention(nn.Module):
         if self.cfg.use_fast_attention and not (
             self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks
         ):
-            z = self.fast_attention(q, k, v, key_padding_mask)
+            z = self.fast_attention(q, k, v, key_padding_mask, allowed_keys)
         else:
-            mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
+            mask = allowed_keys
+            if mask is None:
+                mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
             z = self.explicit_attention(q, k, v, mask, key_padding_mask is not None)
         z = self.hook_z(z)  # [batch, query_pos, n_heads, d_head]
 
@@ -212,17 +219,20 @@ class Attention(nn.Module):
         k: Float[Tensor, "batch key_pos n_heads d_head"],
         v: Float[Tensor, "batch key_pos n_heads d_head"],
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
+        allowed_keys: Bool[Tensor, "batch_or_1 1 query_pos key_pos"] | None = None,
     ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
         """The same result through ``scaled_dot_product_attention``; a mask tensor is built
         only when the causal flag cannot express it (padding, or some keys already cached)."""
         query_len, key_len = q.shape[1], k.shape[1]
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, n_heads, pos, d_head]
-        if key_padding_mask is None and query_len == key_len:
+        if allowed_keys is None and key_padding_mask is None and query_len == key_len:
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif key_padding_mask is None and query_len == 1:  # one new query sees every key
-            z = F.scaled_dot_product_attention(q, k, v)
+        elif allowed_keys is None and key_padding_mask is None and query_len == 1:
+            z = F.scaled_dot_product_attention(q, k, v)  # one new query sees every key
         else:
-            mask = self.attention_mask(query_len, key_len, key_padding_mask, q.device)
+            mask = allowed_keys
+            if mask is None:
+                mask = self.attention_mask(query_len, key_len, key_padding_mask, q.device)
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             if key_padding_mask is not None:  # a query that sees only padding attends to nothing
                 z = z.nan_to_num(0.0)
@@ -303,7 +313,17 @@ class TransformerBlock(nn.Module):
         resid_pre: Float[Tensor, "batch pos d_model"],
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None = None,
         past_kv: KeyValueCacheEntry | None = None,
-    ) -> Float[Tensor, "batch pos d_model"]:
+        allowed_keys: Bool[Tensor, "batch_or_1 1 pos key_pos"] | None = None,
+        output_positions: Int[Tensor, " n_out"] | None = None,
+    ) -> Float[Tensor, "batch pos_or_n_out d_model"]:
+        """The block on ``resid_pre``, attending to ``past_kv`` then to these positions.
+
+        ``allowed_keys`` replaces the causal (and padding) rule of which keys each position
+        may attend to (see ``Attention.forward``). With ``output_positions``, only those
+        positions are computed past the keys and values (queries, attention output, MLP),
+        and the result is [batch, n_out, d_model]; the other positions only supply keys and
+        values. Hooks after ``hook_k``/``hook_v`` then see just the output positions.
+        """
         resid_pre = self.hook_resid_pre(resid_pre)
         attn_in = resid_pre
         if self.cfg.use_attn_in or self.cfg.use_split_qkv_input:
@@ -316,7 +336,19 @@ class TransformerBlock(nn.Module):
             value_input = self.ln1(self.hook_v_input(attn_in.clone()))
         else:  # one input shared by q, k and v: normalise it once
             query_input = key_input = value_input = self.ln1(attn_in)
-        attn_out = self.attn(query_input, key_input, value_input, key_padding_mask, past_kv)
+        if output_positions is not None:
+            if allowed_keys is None:
+                n_pos = resid_pre.shape[1]
+                past_len = past_kv.length if past_kv is not None else 0
+                allowed_keys = self.attn.attention_mask(
+                    n_pos, past_len + n_pos, key_padding_mask, resid_pre.device
+                )
+            allowed_keys = allowed_keys[:, :, output_positions]
+            query_input = query_input[:, output_positions]
+            resid_pre = resid_pre[:, output_positions]
+        attn_out = self.attn(
+            query_input, key_input, value_input, key_padding_mask, past_kv, allowed_keys
+        )
         attn_out = self.hook_attn_out(attn_out)
         if self.cfg.attn_only:
             return self.hook_resid_post(resid_pre + attn_out)

@@ -201,3 +201,28 @@ def test_cached_layer_norm_agrees_and_a_hook_that_edits_the_scale_takes_effect()
     centred = x - x.mean(-1, keepdim=True)
     expected = centred / (2 * expected_scale) * ln1.w + ln1.b
     torch.testing.assert_close(edited["normalized", 0, "ln1"], expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_block_output_positions_and_allowed_keys_agree_with_the_full_block(explicit):
+    """A block computing only some positions (the others only as keys and values), and a
+    block over two sequences packed end to end with an attention mask, give the full
+    block's values there."""
+    model = make_model()
+    block = model.blocks[1]
+    resid = torch.randn(2, 9, model.cfg.d_model, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), model.hooks(fwd_hooks=EXPLICIT if explicit else ()):
+        full = block(resid)
+        outputs = torch.tensor([2, 5, 8])
+        some = block(resid, output_positions=outputs)
+        torch.testing.assert_close(some, full[:, outputs], atol=1e-5, rtol=0)
+
+        # Positions 0-3 and 0-4 of two sequences, packed as 9 positions of one sequence.
+        first, second = resid[:1, :4], resid[1:, :5]
+        packed = torch.cat([first, second], dim=1)
+        run_of = torch.tensor([0] * 4 + [1] * 5)
+        position = torch.arange(9)
+        allowed = (run_of[:, None] == run_of[None, :]) & (position[None, :] <= position[:, None])
+        together = block(packed, allowed_keys=allowed[None, None])
+        torch.testing.assert_close(together[:, :4], block(first), atol=1e-5, rtol=0)
+        torch.testing.assert_close(together[:, 4:], block(second), atol=1e-5, rtol=0)

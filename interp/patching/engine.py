@@ -1,44 +1,53 @@
 """Exact activation patching, batched: many patched runs of the corrupted prompts at once.
 
-TransformerLens runs one full forward pass per patched index. Here every patch is one row
-group of a batch, and three facts about a causal transformer cut the work without changing
+TransformerLens runs one full forward pass per patched index. Here many patched runs share
+each forward pass, and four facts about a causal transformer cut the work without changing
 any result:
 
 1. Before the patched layer, a patched run *is* the corrupted run. The corrupted run is done
-   once (with a cache); each patched run enters the batch at its own layer, starting from the
-   cached corrupted ``resid_pre`` of that layer ("wavefront": one block call per layer serves
-   runs that entered at that layer or earlier).
+   once (with a cache); each patched run enters at its own layer, from the cached corrupted
+   ``resid_pre`` ("wavefront": one block call per layer serves every run that entered at that
+   layer or earlier).
 2. A patch that first changes the activation at position ``s`` leaves every position before
-   ``s`` equal to the corrupted run, at every later layer. Runs only compute positions ``s:``,
-   attending to the corrupted run's cached keys and values for the positions before ``s``.
-   A patch that changes nothing (the clean and corrupted activations are equal there, e.g.
-   before the first token where the prompts differ) needs no forward pass at all.
-3. Only the positions the metric reads are unembedded (``PatchingMetric.positions`` or
-   ``metric_positions``).
+   ``s`` equal to the corrupted run, at every later layer. A run computes only positions
+   ``s:``, attending to the corrupted run's cached keys and values before ``s``. A patch that
+   changes nothing (e.g. before the first token where the prompts differ) needs no forward
+   pass at all.
+3. Runs are packed end to end along the position axis, not padded to a common length: a
+   batch is [prompt, packed_pos, d_model], and an attention mask keeps each run to its own
+   positions and to the corrupted prefix before its ``s``. No position is computed for
+   nothing.
+4. Only what the metric reads is computed at the end: in the last block only the metric's
+   positions get queries, attention output and MLP (the others only supply keys and values),
+   and only those positions, and only the metric's ``vocab`` columns, are unembedded.
 
-Runs are grouped into batches of at most ``max_batch_size`` sequences (runs x prompts).
+A batch holds at most ``max_batch_size`` sequences (runs x prompts) and about
+``_MAX_BATCH_TOKENS`` packed tokens.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.caching import position_axis
+from interp.components import affine
+from interp.hooks import HookPoint
 from interp.kv_cache import KeyValueCacheEntry
 from interp.patching.metrics import PatchingMetric
 
 PatchSetter = Callable[[Tensor, Sequence[int], Tensor], Tensor]
-# A batch that is mostly padding wastes less than many tiny block calls: below this many
-# (padded) tokens a batch may grow regardless of padding.
-_MIN_BATCH_TOKENS = 256
-_MAX_PADDING_RATIO = 1.25
+# Attention over a packed batch scores every packed position against every other (the mask
+# discards other runs' pairs), so its cost grows with the square of the batch's length. At
+# this many tokens (x prompts) it is a few percent of the block's matmuls.
+_MAX_BATCH_TOKENS = 256
 
 
 def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int | None:
@@ -63,9 +72,10 @@ class PatchRun:
 class MetricEvaluator:
     """Turns final residual streams of patched runs into one metric value per run.
 
-    Batch-aware metrics (``PatchingMetric``) see all rows of a batch at their positions;
-    other callables are called once per run (TransformerLens style) with that run's logits,
-    restricted to ``metric_positions`` when given.
+    Batch-aware metrics (``PatchingMetric``) see all rows of a batch at their positions (and
+    only their ``vocab`` columns are unembedded); other callables are called once per run
+    (TransformerLens style) with that run's logits, restricted to ``metric_positions`` when
+    given. ``positions`` is what the metric reads (None: every position).
     """
 
     def __init__(
@@ -93,26 +103,32 @@ class MetricEvaluator:
         self.positions = positions
         self.corrupted_final = corrupted_final
         self.n_prompts = corrupted_final.shape[0]
+        self.unembed_weight, self.unembed_bias = model.unembed.W_U, model.unembed.b_U
+        vocab = metric.vocab if self.batched else None
+        if vocab is not None:
+            vocab = vocab.to(self.unembed_bias.device)
+            self.unembed_weight = self.unembed_weight[:, vocab]  # [d_model, n_columns]
+            self.unembed_bias = self.unembed_bias[vocab]
 
-    def logits(self, resid: Float[Tensor, "rows pos d_model"]) -> Float[Tensor, "rows pos d_vocab"]:
-        return self.model.unembed(self.model.ln_final(resid))
+    @property
+    def read_positions(self) -> Sequence[int]:
+        return range(self.corrupted_final.shape[1]) if self.positions is None else self.positions
 
-    def evaluate(self, suffix: Float[Tensor, "rows suffix d_model"], start: int) -> Tensor:
-        """Metric per run for final residuals that hold positions ``start:`` of each row
-        (earlier positions equal the corrupted run's); returns [n_runs] float32."""
-        n_runs = suffix.shape[0] // self.n_prompts
-        if self.positions is None:
-            resid = torch.cat([self.corrupted_final[:, :start].repeat(n_runs, 1, 1), suffix], dim=1)
-        else:
-            resid = torch.stack(
-                [
-                    suffix[:, p - start]
-                    if p >= start
-                    else self.corrupted_final[:, p].repeat(n_runs, 1)
-                    for p in self.positions
-                ],
-                dim=1,
-            )  # [rows, n_positions, d_model]
+    def read(
+        self, final: Float[Tensor, "rows pos d_model"]
+    ) -> Float[Tensor, "rows n_read d_model"]:
+        """The positions of full final residual streams that the metric reads."""
+        return final if self.positions is None else final[:, list(self.positions)]
+
+    def logits(
+        self, resid: Float[Tensor, "rows n_read d_model"]
+    ) -> Float[Tensor, "rows n_read n_columns"]:
+        return affine(self.model.ln_final(resid), self.unembed_weight, self.unembed_bias)
+
+    def evaluate(self, resid: Float[Tensor, "rows n_read d_model"]) -> Float[Tensor, " n_runs"]:
+        """Metric per run for the final residuals at the positions it reads (``read``), rows
+        run-major; returns [n_runs] float32."""
+        n_runs = resid.shape[0] // self.n_prompts
         if self.batched:
             values = self.metric.score(self.logits(resid))
             if values.shape != (resid.shape[0],):
@@ -137,12 +153,23 @@ class MetricEvaluator:
 
 
 def corrupted_run_cache(
-    model: Any, tokens: Int[Tensor, "prompt pos"], first_layer: int, extra_names: Sequence[str]
+    model: Any,
+    tokens: Int[Tensor, "prompt pos"],
+    first_layer: int,
+    extra_names: Sequence[str],
+    clean_names: Sequence[str],
 ) -> dict[str, Tensor]:
     """One corrupted forward, keeping what patched runs restart from: ``resid_pre``, keys and
-    values of every block from ``first_layer`` on, the final residual, and ``extra_names``."""
+    values of every block from ``first_layer`` on, the final residual, and ``extra_names``.
+
+    Attention takes its explicit path (not the fused kernel) where a pattern or scores hook
+    is attached, and the two round differently. The clean run took the explicit path where
+    its cache (``clean_names``) holds those; the corrupted run does the same, so positions
+    where the prompts agree are bit-identical and patches there are seen to change nothing.
+    """
     n_layers = model.cfg.n_layers
     names = {f"blocks.{n_layers - 1}.hook_resid_post", *extra_names}
+    names |= {name for name in clean_names if name.endswith(("hook_pattern", "hook_attn_scores"))}
     for layer in range(first_layer, n_layers):
         names |= {
             f"blocks.{layer}.hook_resid_pre",
@@ -156,27 +183,99 @@ def corrupted_run_cache(
     return cache
 
 
-def group_runs(
+class PackedBatch:
+    """Patched runs packed end to end along the position axis.
+
+    Run ``i`` holds positions ``first_changed:`` of its prompts at packed positions
+    ``offsets[i]:offsets[i] + n_pos - first_changed``; every row (prompt) has the same layout.
+    Runs are ordered by the layer they enter at, the order in which they join the batch.
+    """
+
+    def __init__(self, runs: list[PatchRun], n_pos: int) -> None:
+        self.runs = sorted(runs, key=lambda run: (run.layer, run.first_changed))
+        self.n_pos = n_pos
+        self.lengths = [n_pos - run.first_changed for run in self.runs]
+        self.offsets = list(itertools.accumulate(self.lengths, initial=0))[:-1]
+        # The corrupted run's keys and values that some run attends to: those before its
+        # first changed position.
+        self.n_prefix = max(run.first_changed for run in self.runs)
+
+    def packed_position(self, run: int, position: int) -> int:
+        return self.offsets[run] + position - self.runs[run].first_changed
+
+    def allowed_keys(
+        self, n_joined: int, device: torch.device
+    ) -> Bool[Tensor, "1 1 packed n_prefix_plus_packed"]:
+        """The attention mask of the first ``n_joined`` runs: a packed position sees the
+        corrupted prefix before its run's first changed position, then its own run's
+        positions up to itself. Keys are the ``n_prefix`` prefix positions, then the packed."""
+        lengths = torch.tensor(self.lengths[:n_joined], device=device)
+        firsts = torch.tensor([run.first_changed for run in self.runs[:n_joined]], device=device)
+        run_of = torch.repeat_interleave(torch.arange(n_joined, device=device), lengths)
+        first_of = torch.repeat_interleave(firsts, lengths)  # [packed]
+        packed = torch.arange(len(run_of), device=device)
+        prefix = torch.arange(self.n_prefix, device=device)[None, :] < first_of[:, None]
+        own_run = (run_of[:, None] == run_of[None, :]) & (packed[None, :] <= packed[:, None])
+        return torch.cat([prefix, own_run], dim=1)[None, None]
+
+    def metric_outputs(self, read_positions: Sequence[int]) -> list[int]:
+        """The packed positions whose final residual the metric reads (ascending)."""
+        return sorted(
+            {
+                self.packed_position(i, position)
+                for i, run in enumerate(self.runs)
+                for position in read_positions
+                if position >= run.first_changed
+            }
+        )
+
+    def metric_residuals(
+        self,
+        final: Float[Tensor, "prompt n_out d_model"],
+        outputs: list[int] | None,
+        evaluator: MetricEvaluator,
+    ) -> Float[Tensor, "rows n_read d_model"]:
+        """Each run's final residual at the positions the metric reads, run-major rows:
+        from ``final`` (the packed positions ``outputs``, or all of them when None) where the
+        run changed it, from the corrupted run before its first changed position."""
+        source = torch.cat([evaluator.corrupted_final, final], dim=1)
+        output_column = {packed: k for k, packed in enumerate(outputs or [])}
+        columns = [
+            position
+            if position < run.first_changed
+            else self.n_pos
+            + (
+                output_column[self.packed_position(i, position)]
+                if outputs is not None
+                else self.packed_position(i, position)
+            )
+            for i, run in enumerate(self.runs)
+            for position in evaluator.read_positions
+        ]
+        gathered = source[:, torch.tensor(columns, device=source.device)]  # [prompt, runs*read, d]
+        n_prompts, n_runs, d_model = source.shape[0], len(self.runs), source.shape[-1]
+        gathered = gathered.view(n_prompts, n_runs, -1, d_model).transpose(0, 1)
+        return gathered.reshape(n_runs * n_prompts, -1, d_model)
+
+
+def pack_runs(
     runs: list[PatchRun], n_pos: int, n_prompts: int, max_batch_size: int
-) -> list[list[PatchRun]]:
-    """Batches of runs: similar first-changed positions together (little padding), at most
-    ``max_batch_size`` sequences each."""
-    batches: list[list[PatchRun]] = []
+) -> list[PackedBatch]:
+    """Batches of runs in layer order (so a batch spans few layers), each at most
+    ``max_batch_size`` sequences and ``_MAX_BATCH_TOKENS`` packed tokens (x prompts)."""
+    batches: list[PackedBatch] = []
     current: list[PatchRun] = []
     current_tokens = 0
-    for run in sorted(runs, key=lambda r: -r.first_changed):
-        length = n_pos - run.first_changed
-        if current:
-            padded = (len(current) + 1) * length * n_prompts
-            actual = (current_tokens + length) * n_prompts
-            too_many = (len(current) + 1) * n_prompts > max_batch_size
-            if too_many or padded > max(_MIN_BATCH_TOKENS, _MAX_PADDING_RATIO * actual):
-                batches.append(current)
-                current, current_tokens = [], 0
+    for run in sorted(runs, key=lambda run: (run.layer, run.first_changed)):
+        tokens = (n_pos - run.first_changed) * n_prompts
+        too_many = (len(current) + 1) * n_prompts > max_batch_size
+        if current and (too_many or current_tokens + tokens > _MAX_BATCH_TOKENS):
+            batches.append(PackedBatch(current, n_pos))
+            current, current_tokens = [], 0
         current.append(run)
-        current_tokens += length
+        current_tokens += tokens
     if current:
-        batches.append(current)
+        batches.append(PackedBatch(current, n_pos))
     return batches
 
 
@@ -215,7 +314,9 @@ def run_patches(
             "keeping these activations (or without a names_filter)."
         )
     first_layer = min((run.layer for run in runs), default=n_layers - 1)
-    corrupted = corrupted_run_cache(model, tokens, first_layer, hook_names)
+    corrupted = corrupted_run_cache(
+        model, tokens, first_layer, hook_names, list(clean_cache.keys())
+    )
     evaluator = MetricEvaluator(
         model,
         patching_metric,
@@ -224,7 +325,7 @@ def run_patches(
     )
     results = torch.empty(len(runs), device=model.device)
     with torch.no_grad():
-        baseline = evaluator.evaluate(evaluator.corrupted_final, start=0)[0]
+        baseline = evaluator.evaluate(evaluator.read(evaluator.corrupted_final))[0]
 
     def patched_activation(run: PatchRun) -> Tensor:
         corrupted_act = corrupted[run.hook_name]
@@ -250,12 +351,10 @@ def run_patches(
     bar = tqdm(total=len(runs), desc=description, disable=not progress)
     bar.update(len(runs) - len(live_runs))
     with torch.no_grad():
-        for batch in group_runs(live_runs, n_pos, n_prompts, max_batch_size):
-            batch.sort(key=lambda r: r.layer)
-            start = min(run.first_changed for run in batch)
-            final = _run_wavefront(model, corrupted, batch, start, n_prompts, patched_activation)
-            results[[run.number for run in batch]] = evaluator.evaluate(final, start)
-            bar.update(len(batch))
+        for batch in pack_runs(live_runs, n_pos, n_prompts, max_batch_size):
+            final = _run_wavefront(model, corrupted, batch, evaluator, patched_activation)
+            results[[run.number for run in batch.runs]] = evaluator.evaluate(final)
+            bar.update(len(batch.runs))
     bar.close()
     return results
 
@@ -263,67 +362,114 @@ def run_patches(
 def _run_wavefront(
     model: Any,
     corrupted: dict[str, Tensor],
-    batch: list[PatchRun],
-    start: int,
-    n_prompts: int,
+    batch: PackedBatch,
+    evaluator: MetricEvaluator,
     patched_activation: Callable[[PatchRun], Tensor],
-) -> Float[Tensor, "rows suffix d_model"]:
-    """Positions ``start:`` of every run in ``batch`` (sorted by layer) through the blocks;
-    each run joins at its own layer, where its patch replaces its rows' activation."""
-    residual = None
-    for layer in range(batch[0].layer, model.cfg.n_layers):
-        entering = [run for run in batch if run.layer == layer]
+) -> Float[Tensor, "rows n_read d_model"]:
+    """Every run of ``batch`` through the blocks, each joining at its own layer with its
+    patch; returns their final residuals at the positions the metric reads."""
+    last_layer = model.cfg.n_layers - 1
+    residual = None  # [prompt, packed, d_model] of the runs joined so far
+    n_joined = 0
+    allowed_keys = None
+    outputs = None
+    for layer in range(batch.runs[0].layer, last_layer + 1):
+        entering = [i for i, run in enumerate(batch.runs) if run.layer == layer]
         hooks = []
         if entering:
-            joining = corrupted[f"blocks.{layer}.hook_resid_pre"][:, start:]
-            joining = joining.repeat(len(entering), 1, 1)
-            n_before = 0 if residual is None else residual.shape[0]
-            residual = joining if residual is None else torch.cat([residual, joining])
-            hooks = _patch_hooks(entering, n_before, start, n_prompts, patched_activation)
+            joining = [_joining_residual(batch, i, corrupted, patched_activation) for i in entering]
+            residual = torch.cat(joining if residual is None else [residual, *joining], dim=1)
+            n_joined += len(entering)
+            allowed_keys = batch.allowed_keys(n_joined, residual.device)
+            hooks = _patch_hooks(batch, entering, patched_activation)
         past_kv = None
-        if start > 0:
-            n_runs = residual.shape[0] // n_prompts
-            past_kv = KeyValueCacheEntry(  # the corrupted prefix, the same for every run
-                _tile_runs(corrupted[f"blocks.{layer}.attn.hook_k"][:, :start], n_runs),
-                _tile_runs(corrupted[f"blocks.{layer}.attn.hook_v"][:, :start], n_runs),
+        if batch.n_prefix > 0:  # the corrupted prefix, the same for every run
+            past_kv = KeyValueCacheEntry(
+                corrupted[f"blocks.{layer}.attn.hook_k"][:, : batch.n_prefix],
+                corrupted[f"blocks.{layer}.attn.hook_v"][:, : batch.n_prefix],
             )
+        block = model.blocks[layer]
+        if layer == last_layer and _only_outputs_matter(block, hooks, evaluator):
+            outputs = batch.metric_outputs(evaluator.read_positions)
+        output_positions = (
+            None if outputs is None else torch.tensor(outputs, device=residual.device)
+        )
         with model.hooks(fwd_hooks=hooks):
-            residual = model.blocks[layer](residual, None, past_kv)
-    return residual
+            residual = block(residual, None, past_kv, allowed_keys, output_positions)
+    return batch.metric_residuals(residual, outputs, evaluator)
 
 
-def _tile_runs(per_prompt: Tensor, n_runs: int) -> Tensor:
-    """[prompt, ...] tiled run-major to [n_runs * prompt, ...]."""
-    return per_prompt.repeat(n_runs, *([1] * (per_prompt.ndim - 1)))
+def _only_outputs_matter(block: Any, hooks: list, evaluator: MetricEvaluator) -> bool:
+    """Whether the last block may compute only the positions the metric reads: the metric
+    reads fixed positions, and no hook (a patch or the user's) acts inside the block, where
+    it would see fewer positions than the run has."""
+    return (
+        evaluator.positions is not None
+        and not hooks
+        and not any(isinstance(m, HookPoint) and m.has_hooks for m in block.modules())
+    )
+
+
+def _joining_residual(
+    batch: PackedBatch,
+    run_number: int,
+    corrupted: dict[str, Tensor],
+    patched_activation: Callable[[PatchRun], Tensor],
+) -> Float[Tensor, "prompt suffix d_model"]:
+    """The residual a run enters its layer with, positions ``first_changed:``: the corrupted
+    run's, or its patched value when the patch is on this ``hook_resid_pre``."""
+    run = batch.runs[run_number]
+    name = f"blocks.{run.layer}.hook_resid_pre"
+    resid_pre = patched_activation(run) if run.hook_name == name else corrupted[name]
+    return resid_pre[:, run.first_changed :]
 
 
 def _patch_hooks(
-    entering: list[PatchRun],
-    first_row: int,
-    start: int,
-    n_prompts: int,
+    batch: PackedBatch,
+    entering: list[int],
     patched_activation: Callable[[PatchRun], Tensor],
 ) -> list[tuple[str, Callable]]:
-    """Hooks that overwrite the rows of the runs joining at this layer with their patches."""
-    rows_by_hook: dict[str, list[int]] = {}
-    values_by_hook: dict[str, list[Tensor]] = {}
-    for offset, run in enumerate(entering):
-        row = first_row + offset * n_prompts
-        axis = position_axis(run.hook_name)
-        patched = patched_activation(run)
-        suffix = patched.narrow(axis, start, patched.shape[axis] - start)
-        rows_by_hook.setdefault(run.hook_name, []).extend(range(row, row + n_prompts))
-        values_by_hook.setdefault(run.hook_name, []).append(suffix)
+    """Hooks that write the patches of the runs joining at this layer (other than those on
+    ``hook_resid_pre``, already in their residual) into their packed positions."""
+    segments_by_hook: dict[str, list[tuple[int, int, Tensor]]] = {}
+    for i in entering:
+        run = batch.runs[i]
+        if run.hook_name != f"blocks.{run.layer}.hook_resid_pre":
+            segment = (batch.offsets[i], run.first_changed, patched_activation(run))
+            segments_by_hook.setdefault(run.hook_name, []).append(segment)
 
-    def make_hook(rows: list[int], values: Tensor) -> Callable:
-        def patch_rows(activation: Tensor, hook: Any) -> Tensor:
+    def make_hook(segments: list[tuple[int, int, Tensor]], axis: int) -> Callable:
+        def patch_segments(activation: Tensor, hook: Any) -> Tensor:
             # Written in place, as TransformerLens does: no gradients flow here.
-            activation[rows] = values.to(activation.dtype)
+            for offset, first, patched in segments:
+                patched = patched.to(activation.dtype)
+                length = patched.shape[axis] - first
+                if axis == 1:  # [prompt, pos, ...]
+                    activation[:, offset : offset + length] = patched[:, first:]
+                else:  # scores or pattern [prompt, head, query_pos, key_pos]: keys are packed
+                    _write_packed_keys(activation, patched, offset, first, batch.n_prefix)
             return activation
 
-        return patch_rows
+        return patch_segments
 
     return [
-        (name, make_hook(rows_by_hook[name], torch.cat(values_by_hook[name])))
-        for name in rows_by_hook
+        (name, make_hook(segments, position_axis(name)))
+        for name, segments in segments_by_hook.items()
     ]
+
+
+def _write_packed_keys(
+    activation: Float[Tensor, "prompt head packed prefix_plus_packed"],
+    patched: Float[Tensor, "prompt head pos pos"],
+    offset: int,
+    first: int,
+    n_prefix: int,
+) -> None:
+    """Write a run's patched attention rows (queries ``first:``) into the packed layout: keys
+    before ``first`` are the corrupted prefix's columns, keys from ``first`` on are the run's
+    own packed columns. Other columns are masked for this run and keep their masked value."""
+    length = patched.shape[2] - first
+    rows = activation[:, :, offset : offset + length]  # a view
+    rows[..., :first] = patched[:, :, first:, :first]
+    own = n_prefix + offset
+    rows[..., own : own + length] = patched[:, :, first:, first:]

@@ -3,10 +3,12 @@
 The contract, for a ``PatchingMetric``:
 
 * It reads the logits at a few fixed ``positions`` only (default: the last), so the patching
-  engine unembeds just those positions.
+  engine unembeds just those positions. A metric that reads only a few tokens' logits (a
+  logit difference) also names them in ``vocab``, so the engine unembeds just those columns.
 * ``metric(logits)`` takes full logits [batch, pos, d_vocab] and returns one value per
   sequence, [batch]. ``metric.score(position_logits)`` takes logits already restricted to
-  ``metric.positions``, [batch, n_positions, d_vocab]; the engine calls this one.
+  ``metric.positions`` (and to the ``vocab`` columns, in that order, when it is set),
+  [batch, n_positions, d_vocab or n_columns]; the engine calls this one.
 * A batch may hold many patched runs of the same prompts: rows are run-major (row
   ``run * n_prompts + prompt``), so per-prompt data such as answer tokens [n_prompts, ...] is
   tiled to the batch. The value of a patched run is the mean over its prompts' rows.
@@ -46,9 +48,11 @@ def tile_to_rows(per_prompt: Tensor, n_rows: int) -> Tensor:
 
 
 class PatchingMetric:
-    """Base class of batch-aware metrics that read the logits at fixed ``positions``.
+    """Base class of batch-aware metrics that read the logits at fixed ``positions`` (and, if
+    ``vocab`` is given, of those token ids only).
 
-    Subclasses implement ``score(position_logits [rows, n_positions, d_vocab]) -> [rows]``.
+    Subclasses implement ``score(position_logits [rows, n_positions, d_vocab]) -> [rows]``;
+    with ``vocab``, ``position_logits`` holds just its columns, [rows, n_positions, n_columns].
 
     Example:
         >>> class TopLogit(PatchingMetric):
@@ -57,8 +61,13 @@ class PatchingMetric:
         >>> TopLogit(positions=-1)(model(tokens)).shape   # [batch]
     """
 
-    def __init__(self, positions: int | Sequence[int] = -1) -> None:
+    def __init__(
+        self,
+        positions: int | Sequence[int] = -1,
+        vocab: Int[Tensor, " n_columns"] | Sequence[int] | None = None,
+    ) -> None:
         self.positions = _positions(positions)
+        self.vocab = None if vocab is None else torch.as_tensor(vocab).flatten()
 
     def score(self, position_logits: Float[Tensor, "rows n_positions d_vocab"]) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement score().")
@@ -68,21 +77,28 @@ class PatchingMetric:
             raise ValueError(
                 f"A metric takes logits [batch, pos, d_vocab], got shape {tuple(logits.shape)}."
             )
-        return self.score(logits[:, list(self.positions)])
+        position_logits = logits[:, list(self.positions)]
+        if self.vocab is not None:
+            position_logits = position_logits[..., self.vocab.to(logits.device)]
+        return self.score(position_logits)
 
 
 class FunctionMetric(PatchingMetric):
     """A plain function of position logits [rows, n_positions, d_vocab] -> [rows], declared
-    batch-aware.
+    batch-aware; with ``vocab``, the function gets just those token columns.
 
     Example:
         >>> metric = FunctionMetric(lambda logits: logits[:, -1, 42], positions=-1)
+        >>> metric = FunctionMetric(lambda logits: logits[:, -1, 0], vocab=[42])   # the same
     """
 
     def __init__(
-        self, function: Callable[[Tensor], Tensor], positions: int | Sequence[int] = -1
+        self,
+        function: Callable[[Tensor], Tensor],
+        positions: int | Sequence[int] = -1,
+        vocab: Int[Tensor, " n_columns"] | Sequence[int] | None = None,
     ) -> None:
-        super().__init__(positions)
+        super().__init__(positions, vocab)
         self.function = function
 
     def score(self, position_logits: Tensor) -> Tensor:
@@ -101,7 +117,6 @@ class LogitDiff(PatchingMetric):
     """
 
     def __init__(self, answer_tokens: Int[Tensor, "... 2"], position: int = -1) -> None:
-        super().__init__(position)
         answer_tokens = torch.as_tensor(answer_tokens)
         if answer_tokens.shape[-1] != 2 or not 1 <= answer_tokens.ndim <= 3:
             raise ValueError(
@@ -109,11 +124,16 @@ class LogitDiff(PatchingMetric):
                 f"wrong) token ids, got shape {tuple(answer_tokens.shape)}."
             )
         answer_tokens = answer_tokens.reshape(-1, 1, 2) if answer_tokens.ndim < 3 else answer_tokens
+        # Only the answers' logits are read: their ids are the vocab, and each answer's column
+        # in it is answer_columns.
+        vocab, answer_columns = torch.unique(answer_tokens, return_inverse=True)
+        super().__init__(position, vocab)
         self.answer_tokens = answer_tokens  # [n_prompts, n_pairs, 2]
+        self.answer_columns = answer_columns  # [n_prompts, n_pairs, 2]
 
     def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
-        last = position_logits[:, -1]  # [rows, d_vocab]
-        answers = tile_to_rows(self.answer_tokens.to(last.device), last.shape[0])
+        last = position_logits[:, -1]  # [rows, n_columns]
+        answers = tile_to_rows(self.answer_columns.to(last.device), last.shape[0])
         picked = last.gather(-1, answers.flatten(1)).view(answers.shape)  # [rows, n_pairs, 2]
         return (picked[..., 0] - picked[..., 1]).mean(dim=-1)
 
@@ -174,7 +194,7 @@ class NormalizedMetric(PatchingMetric):
     """
 
     def __init__(self, base: PatchingMetric, clean_value: float, corrupted_value: float) -> None:
-        super().__init__(base.positions)
+        super().__init__(base.positions, base.vocab)
         if clean_value == corrupted_value:
             raise ValueError(
                 f"The clean and corrupted runs score the same ({clean_value}), so there is "

@@ -188,7 +188,7 @@ def path_patch_runs(
                 step2_hooks.append((final_name, lambda act, hook, delta=delta: act + delta))
             with model.hooks(fwd_hooks=step2_hooks):
                 final = model(repeated, stop_at_layer=n_layers)
-            results.append(evaluator.evaluate(final, start=0))
+            results.append(evaluator.evaluate(evaluator.read(final)))
             bar.update(n_runs)
     bar.close()
     return torch.cat(results)
