@@ -9,6 +9,7 @@ import torch
 from interp import patching
 from interp.components import MLP, TransformerBlock
 from interp.patching import FunctionMetric, LogitDiff
+from interp.patching.metrics import infer_metric_reads
 from tests.test_patching import make_model, naive_patch, prompts
 
 
@@ -93,3 +94,36 @@ def test_logit_diff_reads_only_its_answer_columns():
     torch.testing.assert_close(metric.score(logits[:, -1:, metric.vocab]), expected[:, 0])
     picked = FunctionMetric(lambda columns: columns[:, -1, 1], vocab=[3, 7])
     torch.testing.assert_close(picked(logits), logits[:, -1, 7])
+
+
+def test_what_a_plain_metric_reads_is_found_and_checked():
+    logits = torch.randn(2, 6, 50, generator=torch.Generator().manual_seed(0))
+
+    def reads(metric):
+        found = infer_metric_reads(metric, logits)
+        return None if found is None else (found.positions, found.vocab)
+
+    found = reads(lambda x: (x[:, -1, 42] - x[:, -1, 7]).mean())
+    assert found[0] == (5,) and found[1].tolist() == [7, 42]
+    assert reads(lambda x: x[:, -1].log_softmax(-1)[:, 3].mean()) == ((5,), None)
+    assert reads(lambda x: x[:, 1:3].log_softmax(-1)[..., 3].mean()) == ((1, 2), None)
+    # No gradient to follow: the last position is tried, and the NaN check accepts it.
+    assert reads(lambda x: (x[:, -1, 42] > 0).float().mean()) == ((5,), None)
+    # Reads everything (or the check fails): the metric gets every logit.
+    assert reads(lambda x: x.mean()) is None
+    assert reads(lambda x: (x.nan_to_num(0.0) > 0).float().sum()) is None
+
+
+def test_plain_metrics_get_full_size_logits_with_what_they_read(model):
+    """A TransformerLens-style metric that indexes absolute positions works unchanged."""
+    clean, corrupted, answers = prompts()
+    _, clean_cache = model.run_with_cache(clean)
+
+    def metric(logits):  # reads position 4 (of 7) and two columns
+        return (logits[:, 4, 11] - logits[:, 4, 30]).mean()
+
+    expected = naive_patch(
+        model, corrupted, clean_cache, metric, patching.layer_pos_patch_setter, "mlp_out", (3, 7)
+    )
+    result = patching.get_act_patch_mlp_out(model, corrupted, clean_cache, metric, progress=False)
+    torch.testing.assert_close(result.as_subclass(torch.Tensor), expected, atol=1e-4, rtol=0)

@@ -41,13 +41,15 @@ from interp.caching import position_axis
 from interp.components import affine
 from interp.hooks import HookPoint
 from interp.kv_cache import KeyValueCacheEntry
-from interp.patching.metrics import PatchingMetric
+from interp.patching.metrics import MetricReads, PatchingMetric, infer_metric_reads
 
 PatchSetter = Callable[[Tensor, Sequence[int], Tensor], Tensor]
 # Attention over a packed batch scores every packed position against every other (the mask
 # discards other runs' pairs), so its cost grows with the square of the batch's length. At
 # this many tokens (x prompts) it is a few percent of the block's matmuls.
 _MAX_BATCH_TOKENS = 256
+# Logits (elements) computed at once for plain metrics, which are called run by run.
+_LOGITS_BUDGET = 2**24
 
 
 def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int | None:
@@ -73,9 +75,11 @@ class MetricEvaluator:
     """Turns final residual streams of patched runs into one metric value per run.
 
     Batch-aware metrics (``PatchingMetric``) see all rows of a batch at their positions (and
-    only their ``vocab`` columns are unembedded); other callables are called once per run
-    (TransformerLens style) with that run's logits, restricted to ``metric_positions`` when
-    given. ``positions`` is what the metric reads (None: every position).
+    only their ``vocab`` columns are unembedded). Other callables are called once per run
+    (TransformerLens style) with that run's logits: restricted to ``metric_positions`` when
+    given; otherwise full-size, but with only the logits the metric was found to read
+    (``infer_metric_reads``, on the corrupted run) computed, the others NaN. ``positions`` is
+    what is unembedded (None: every position).
     """
 
     def __init__(
@@ -88,8 +92,22 @@ class MetricEvaluator:
         self.model = model
         self.metric = metric
         self.batched = isinstance(metric, PatchingMetric)
-        n_pos = corrupted_final.shape[1]
-        positions = metric.positions if self.batched else metric_positions
+        self.corrupted_final = corrupted_final
+        self.n_prompts, n_pos = corrupted_final.shape[:2]
+        self.unembed_weight, self.unembed_bias = model.unembed.W_U, model.unembed.b_U
+        self.reads: MetricReads | None = None  # what a plain metric reads, when found
+        if self.batched:
+            positions, vocab = metric.positions, metric.vocab
+        elif metric_positions is not None:
+            positions, vocab = metric_positions, None
+        else:
+            with torch.no_grad():
+                corrupted_logits = self.logits(corrupted_final)
+            self.reads = infer_metric_reads(metric, corrupted_logits)
+            positions, vocab = (None, None)
+            if self.reads is not None:
+                positions, vocab = self.reads.positions, self.reads.vocab
+                self.full_logits = torch.full_like(corrupted_logits, float("nan"))
         if isinstance(positions, int):
             positions = (positions,)
         if positions is not None:
@@ -101,10 +119,6 @@ class MetricEvaluator:
                 )
             positions = tuple(p % n_pos for p in positions)
         self.positions = positions
-        self.corrupted_final = corrupted_final
-        self.n_prompts = corrupted_final.shape[0]
-        self.unembed_weight, self.unembed_bias = model.unembed.W_U, model.unembed.b_U
-        vocab = metric.vocab if self.batched else None
         if vocab is not None:
             vocab = vocab.to(self.unembed_bias.device)
             self.unembed_weight = self.unembed_weight[:, vocab]  # [d_model, n_columns]
@@ -137,10 +151,18 @@ class MetricEvaluator:
                     f"for {resid.shape[0]} rows; a PatchingMetric returns one value per row."
                 )
             return values.float().view(n_runs, self.n_prompts).mean(dim=1)
-        runs = resid.view(n_runs, self.n_prompts, *resid.shape[1:])
-        return torch.stack([self.per_run_value(self.logits(run)) for run in runs])
+        # Several runs' logits at a time (one read of the unembedding), within a memory budget.
+        run_logits_size = self.n_prompts * resid.shape[1] * self.unembed_bias.shape[0]
+        runs_per_chunk = max(1, _LOGITS_BUDGET // run_logits_size)
+        values = []
+        for chunk in resid.split(runs_per_chunk * self.n_prompts):
+            for run_logits in self.logits(chunk).split(self.n_prompts):
+                values.append(self.per_run_value(run_logits))
+        return torch.stack(values)
 
-    def per_run_value(self, logits: Tensor) -> Tensor:
+    def per_run_value(self, logits: Float[Tensor, "prompt n_read n_columns"]) -> Tensor:
+        if self.reads is not None:  # full-size logits, NaN where the metric does not read
+            logits = self.reads.keep(logits, self.full_logits)
         value = torch.as_tensor(self.metric(logits), device=logits.device)
         if value.numel() == 1:
             return value.reshape(()).float()

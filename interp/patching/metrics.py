@@ -21,6 +21,7 @@ and returns a scalar (a [n_prompts] result is averaged).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float, Int
@@ -235,3 +236,71 @@ def normalized_logit_diff(
     return NormalizedMetric.from_logits(
         LogitDiff(answer_tokens, position), clean_logits, corrupted_logits
     )
+
+
+@dataclass(frozen=True)
+class MetricReads:
+    """The logits a plain metric reads: these ``positions``, and of them only the token
+    columns ``vocab`` (None: every column)."""
+
+    positions: tuple[int, ...]
+    vocab: Int[Tensor, " n_columns"] | None
+
+    def keep(
+        self,
+        read: Float[Tensor, "n_prompts n_positions n_columns"],
+        full: Float[Tensor, "n_prompts pos d_vocab"],
+    ) -> Float[Tensor, "n_prompts pos d_vocab"]:
+        """Write the logits that are read, [n_prompts, len(positions), n_columns], into
+        ``full`` at their positions and columns; the rest of ``full`` is left as it is."""
+        positions = torch.tensor(self.positions, device=full.device)
+        if self.vocab is None:
+            full[:, positions] = read
+        else:
+            full[:, positions[:, None], self.vocab.to(full.device)] = read
+        return full
+
+    def select(
+        self, logits: Float[Tensor, "n_prompts pos d_vocab"]
+    ) -> Float[Tensor, "n_prompts n_positions n_columns"]:
+        """The logits that are read."""
+        selected = logits[:, list(self.positions)]
+        return selected if self.vocab is None else selected[..., self.vocab.to(logits.device)]
+
+
+def infer_metric_reads(
+    metric: Callable[[Tensor], Tensor], logits: Float[Tensor, "n_prompts pos d_vocab"]
+) -> MetricReads | None:
+    """Which logits a plain (TransformerLens-style) metric reads, found on ``logits``.
+
+    The candidates are the entries the metric's gradient touches, then the last position
+    (every column). A candidate is taken only if the metric gives the identical value when
+    every other logit is NaN; None when no candidate passes (the metric then gets every
+    logit). A metric whose choice of logits depends on their values could pass this check
+    and later read others: declare a ``PatchingMetric`` or pass ``metric_positions`` then.
+
+    Example:
+        >>> infer_metric_reads(lambda logits: logits[:, -1, 42].mean(), logits)
+        MetricReads(positions=(15,), vocab=tensor([42]))
+    """
+    expected = torch.as_tensor(metric(logits))
+    n_pos, d_vocab = logits.shape[1:]
+    candidates = [MetricReads((n_pos - 1,), None)]
+    with torch.enable_grad():
+        probe = logits.detach().clone().requires_grad_()
+        value = metric(probe)
+        if isinstance(value, Tensor) and value.requires_grad:
+            (grad,) = torch.autograd.grad(value.float().sum(), probe)
+            touched = grad != 0
+            positions = touched.any(dim=2).any(dim=0).nonzero()[:, 0]
+            columns = touched.any(dim=1).any(dim=0).nonzero()[:, 0]
+            if len(positions):
+                vocab = None if len(columns) == d_vocab else columns
+                candidates.insert(0, MetricReads(tuple(positions.tolist()), vocab))
+    for reads in candidates:
+        if len(reads.positions) == n_pos and reads.vocab is None:
+            return None  # it reads every logit
+        poisoned = reads.keep(reads.select(logits), torch.full_like(logits, float("nan")))
+        if torch.equal(torch.as_tensor(metric(poisoned)), expected):
+            return reads
+    return None
