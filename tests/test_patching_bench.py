@@ -11,7 +11,7 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_patching
 
 def test_benchmark_smoke_mode_runs_and_agrees_with_transformer_lens():
     completed = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--smoke", "--threads", "1"],
+        [sys.executable, str(BENCHMARK), "--smoke", "--threads", "1", "--repeats", "1"],
         capture_output=True,
         text=True,
         timeout=300,
