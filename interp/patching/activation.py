@@ -4,8 +4,9 @@
 siblings give the same numbers as ``transformer_lens.patching`` (one forward pass per index),
 computed by ``interp.patching.engine`` many runs at a time. Every function also takes
 ``max_batch_size`` (sequences per forward pass), ``metric_positions`` (for plain metrics:
-the positions whose logits the metric reads; a metric that indexes ``logits[:, -1]`` works
-unchanged with ``metric_positions=-1``) and ``progress`` (a tqdm bar).
+the positions whose logits the metric reads, which it then gets alone; without it, the
+logits a plain metric reads are found on the corrupted run and only those are computed, see
+``interp.patching.metrics.infer_metric_reads``) and ``progress`` (a tqdm bar).
 """
 
 from __future__ import annotations

@@ -261,16 +261,13 @@ class PackedBatch:
         from ``final`` (the packed positions ``outputs``, or all of them when None) where the
         run changed it, from the corrupted run before its first changed position."""
         source = torch.cat([evaluator.corrupted_final, final], dim=1)
-        output_column = {packed: k for k, packed in enumerate(outputs or [])}
+        if outputs is None:
+            outputs = list(range(final.shape[1]))
+        column_of = {packed: self.n_pos + k for k, packed in enumerate(outputs)}  # in source
         columns = [
             position
             if position < run.first_changed
-            else self.n_pos
-            + (
-                output_column[self.packed_position(i, position)]
-                if outputs is not None
-                else self.packed_position(i, position)
-            )
+            else column_of[self.packed_position(i, position)]
             for i, run in enumerate(self.runs)
             for position in evaluator.read_positions
         ]

@@ -15,7 +15,9 @@ The contract, for a ``PatchingMetric``:
 
 Any other callable is treated as a TransformerLens metric: it is called once per patched
 run, with that run's logits [n_prompts, pos, d_vocab] (or only ``metric_positions`` of them),
-and returns a scalar (a [n_prompts] result is averaged).
+and returns a scalar (a [n_prompts] result is averaged). Which of those logits it reads is
+found once on the corrupted run (``infer_metric_reads``); only those are computed for the
+patched runs, the others are NaN.
 """
 
 from __future__ import annotations
