@@ -127,3 +127,18 @@ def test_plain_metrics_get_full_size_logits_with_what_they_read(model):
     )
     result = patching.get_act_patch_mlp_out(model, corrupted, clean_cache, metric, progress=False)
     torch.testing.assert_close(result.as_subclass(torch.Tensor), expected, atol=1e-4, rtol=0)
+
+
+def test_finding_what_a_metric_reads_survives_metrics_that_refuse_the_probes():
+    logits = torch.randn(2, 6, 50, generator=torch.Generator().manual_seed(0))
+
+    def numpy_metric(x):  # fails on a tensor that requires grad: no gradient hint
+        return float(x[:, -1, 3].numpy().mean())
+
+    def finite_only(x):  # refuses NaN: every logit is given
+        assert torch.isfinite(x).all()
+        return x[:, -1, 3].mean()
+
+    found = infer_metric_reads(numpy_metric, logits)
+    assert (found.positions, found.vocab) == ((5,), None)
+    assert infer_metric_reads(finite_only, logits) is None

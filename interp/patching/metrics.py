@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 
@@ -288,21 +288,37 @@ def infer_metric_reads(
     expected = torch.as_tensor(metric(logits))
     n_pos, d_vocab = logits.shape[1:]
     candidates = [MetricReads((n_pos - 1,), None)]
-    with torch.enable_grad():
-        probe = logits.detach().clone().requires_grad_()
-        value = metric(probe)
-        if isinstance(value, Tensor) and value.requires_grad:
-            (grad,) = torch.autograd.grad(value.float().sum(), probe)
-            touched = grad != 0
-            positions = touched.any(dim=2).any(dim=0).nonzero()[:, 0]
-            columns = touched.any(dim=1).any(dim=0).nonzero()[:, 0]
-            if len(positions):
-                vocab = None if len(columns) == d_vocab else columns
-                candidates.insert(0, MetricReads(tuple(positions.tolist()), vocab))
+    touched = _touched_by_gradient(metric, logits)
+    if touched is not None and touched.any():
+        positions = touched.any(dim=2).any(dim=0).nonzero()[:, 0]
+        columns = touched.any(dim=1).any(dim=0).nonzero()[:, 0]
+        vocab = None if len(columns) == d_vocab else columns
+        candidates.insert(0, MetricReads(tuple(positions.tolist()), vocab))
     for reads in candidates:
         if len(reads.positions) == n_pos and reads.vocab is None:
             return None  # it reads every logit
         poisoned = reads.keep(reads.select(logits), torch.full_like(logits, float("nan")))
-        if torch.equal(torch.as_tensor(metric(poisoned)), expected):
+        try:
+            value = torch.as_tensor(metric(poisoned))
+        except Exception:  # e.g. it checks its input is finite: it gets every logit
+            continue
+        if torch.equal(value, expected):
             return reads
     return None
+
+
+def _touched_by_gradient(
+    metric: Callable[[Tensor], Tensor], logits: Float[Tensor, "n_prompts pos d_vocab"]
+) -> Bool[Tensor, "n_prompts pos d_vocab"] | None:
+    """Where the metric's gradient is non-zero; None when it has no gradient (it is not
+    differentiable, or it fails on a tensor that requires grad, e.g. calls ``.numpy()``)."""
+    with torch.enable_grad():
+        probe = logits.detach().clone().requires_grad_()
+        try:
+            value = metric(probe)
+        except Exception:  # only a hint is lost; the metric runs without grad later
+            return None
+        if not (isinstance(value, Tensor) and value.requires_grad):
+            return None
+        (grad,) = torch.autograd.grad(value.float().sum(), probe)
+    return grad != 0
