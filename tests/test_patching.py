@@ -119,7 +119,7 @@ def test_every_sweep_equals_one_forward_per_index(
         model, corrupted, clean_cache, metric, getattr(patching, setter_name), activation,
         shape_of(kind, corrupted.shape[1]),
     )  # fmt: skip
-    # A small batch limit forces several batches (and both joined and padded runs).
+    # A small batch limit forces several batches, some with runs joining at later layers.
     result = getattr(patching, function_name)(
         model, corrupted, clean_cache, metric, max_batch_size=6, progress=False
     )
