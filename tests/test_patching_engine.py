@@ -61,24 +61,26 @@ def test_resid_pre_sweep_computes_no_position_for_nothing(model, monkeypatch, cl
 
 
 def test_a_hook_already_on_the_model_acts_in_every_patched_run(model):
-    """A hook the caller attached (here, ablating a head of the last layer) is part of every
-    patched run, as it is of TransformerLens's; the last block then computes every position."""
+    """A hook the caller attached (here, ablating one head at one position, which depends on
+    the prompts' layout) is part of every patched run, as in TransformerLens: the sweep
+    warns and runs one forward pass per index."""
     clean, corrupted, answers = prompts()
     _, clean_cache = model.run_with_cache(clean)
 
-    def ablate_head(z, hook):
-        z[:, :, 1] = 0
+    def ablate_head_at_position_3(z, hook):
+        z[:, 3, 1] = 0
         return z
 
     metric = LogitDiff(answers, position=-3)
-    with model.hooks(fwd_hooks=[("blocks.2.attn.hook_z", ablate_head)]):
+    with model.hooks(fwd_hooks=[("blocks.1.attn.hook_z", ablate_head_at_position_3)]):
         expected = naive_patch(
             model, corrupted, clean_cache, metric, patching.layer_pos_head_vector_patch_setter,
             "z", (3, 7, 4),
         )  # fmt: skip
-        result = patching.get_act_patch_attn_head_out_by_pos(
-            model, corrupted, clean_cache, metric, progress=False
-        )
+        with pytest.warns(UserWarning, match=r"blocks\.1\.attn\.hook_z.*one forward pass"):
+            result = patching.get_act_patch_attn_head_out_by_pos(
+                model, corrupted, clean_cache, metric, progress=False
+            )
     torch.testing.assert_close(result.as_subclass(torch.Tensor), expected, atol=1e-4, rtol=0)
     assert not any(point.has_hooks for point in model.hook_points())
 

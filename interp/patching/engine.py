@@ -22,12 +22,15 @@ any result:
    and only those positions, and only the metric's ``vocab`` columns, are unembedded.
 
 A batch holds at most ``max_batch_size`` sequences (runs x prompts) and about
-``_MAX_BATCH_TOKENS`` packed tokens.
+``_MAX_BATCH_TOKENS`` packed tokens. Hooks the caller left attached to the model would see
+this packed layout, not the prompts', so with any attached, each patched run is one full
+forward pass instead, as in TransformerLens (with a warning).
 """
 
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +42,6 @@ from tqdm.auto import tqdm
 
 from interp.caching import position_axis
 from interp.components import affine
-from interp.hooks import HookPoint
 from interp.kv_cache import KeyValueCacheEntry
 from interp.patching.metrics import MetricReads, PatchingMetric, infer_metric_reads
 
@@ -367,15 +369,51 @@ def run_patches(
             run.first_changed = first
             live_runs.append(run)
 
+    callers_hooks = sorted(point.name for point in model.hook_points() if point.has_hooks)
+    if callers_hooks:
+        warnings.warn(
+            f"Hooks are attached at {callers_hooks[:3]}{'...' if len(callers_hooks) > 3 else ''}"
+            ". They act in every patched run, and may depend on positions or batch rows, so "
+            "patching runs one forward pass per index, as TransformerLens does (slower). "
+            "Attach them only around your own calls (model.hooks(...)) for batched patching.",
+            stacklevel=3,
+        )
     bar = tqdm(total=len(runs), desc=description, disable=not progress)
     bar.update(len(runs) - len(live_runs))
     with torch.no_grad():
-        for batch in pack_runs(live_runs, n_pos, n_prompts, max_batch_size):
-            final = _run_wavefront(model, corrupted, batch, evaluator, patched_activation)
-            results[[run.number for run in batch.runs]] = evaluator.evaluate(final)
-            bar.update(len(batch.runs))
+        if callers_hooks:
+            for run in live_runs:
+                results[run.number] = _run_alone(
+                    model, tokens, clean_cache, patch_setter, run, evaluator
+                )
+                bar.update()
+        else:
+            for batch in pack_runs(live_runs, n_pos, n_prompts, max_batch_size):
+                final = _run_wavefront(model, corrupted, batch, evaluator, patched_activation)
+                results[[run.number for run in batch.runs]] = evaluator.evaluate(final)
+                bar.update(len(batch.runs))
     bar.close()
     return results
+
+
+def _run_alone(
+    model: Any,
+    tokens: Int[Tensor, "prompt pos"],
+    clean_cache: Any,
+    patch_setter: PatchSetter,
+    run: PatchRun,
+    evaluator: MetricEvaluator,
+) -> Tensor:
+    """The metric after one patched run as TransformerLens does it: a full forward pass
+    whose hook patches the activation as it is computed."""
+    clean_activation = clean_cache[run.hook_name]
+
+    def patch(activation: Tensor, hook: Any) -> Tensor:
+        return patch_setter(activation, list(run.index), clean_activation.to(activation))
+
+    with model.hooks(fwd_hooks=[(run.hook_name, patch)]):
+        final = model(tokens, stop_at_layer=model.cfg.n_layers)
+    return evaluator.evaluate(evaluator.read(final))[0]
 
 
 def _run_wavefront(
@@ -408,7 +446,7 @@ def _run_wavefront(
                 corrupted[f"blocks.{layer}.attn.hook_v"][:, : batch.n_prefix],
             )
         block = model.blocks[layer]
-        if layer == last_layer and _only_outputs_matter(block, hooks, evaluator):
+        if layer == last_layer and _only_outputs_matter(hooks, evaluator):
             outputs = batch.metric_outputs(evaluator.read_positions)
         output_positions = (
             None if outputs is None else torch.tensor(outputs, device=residual.device)
@@ -418,15 +456,11 @@ def _run_wavefront(
     return batch.metric_residuals(residual, outputs, evaluator)
 
 
-def _only_outputs_matter(block: Any, hooks: list, evaluator: MetricEvaluator) -> bool:
+def _only_outputs_matter(hooks: list, evaluator: MetricEvaluator) -> bool:
     """Whether the last block may compute only the positions the metric reads: the metric
-    reads fixed positions, and no hook (a patch or the user's) acts inside the block, where
-    it would see fewer positions than the run has."""
-    return (
-        evaluator.positions is not None
-        and not hooks
-        and not any(isinstance(m, HookPoint) and m.has_hooks for m in block.modules())
-    )
+    reads fixed positions, and no patch acts inside the block, where it would see fewer
+    positions than the run has."""
+    return evaluator.positions is not None and not hooks
 
 
 def _joining_residual(
