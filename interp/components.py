@@ -322,7 +322,8 @@ class TransformerBlock(nn.Module):
         may attend to (see ``Attention.forward``). With ``output_positions``, only those
         positions are computed past the keys and values (queries, attention output, MLP),
         and the result is [batch, n_out, d_model]; the other positions only supply keys and
-        values. Hooks after ``hook_k``/``hook_v`` then see just the output positions.
+        values. ``hook_q`` and every hook after the attention then see the output positions
+        only.
         """
         resid_pre = self.hook_resid_pre(resid_pre)
         attn_in = resid_pre

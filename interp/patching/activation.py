@@ -20,7 +20,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp.patching.engine import PatchRun, PatchSetter, run_patches
+from interp.patching.engine import PatchSetter, run_patches
+from interp.patching.packing import PatchRun
 from interp.patching.results import LabelledTensor, label_result
 from interp.utils import get_act_name
 

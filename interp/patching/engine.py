@@ -22,36 +22,28 @@ any result:
    and only those positions, and only the metric's ``vocab`` columns, are unembedded.
 
 A batch holds at most ``max_batch_size`` sequences (runs x prompts) and about
-``_MAX_BATCH_TOKENS`` packed tokens. Hooks the caller left attached to the model would see
-this packed layout, not the prompts', so with any attached, each patched run is one full
-forward pass instead, as in TransformerLens (with a warning).
+``interp.patching.packing.MAX_BATCH_TOKENS`` packed tokens. Hooks the caller left attached
+to the model would see this packed layout, not the prompts', so with any attached, each
+patched run is one full forward pass instead, as in TransformerLens (with a warning).
 """
 
 from __future__ import annotations
 
-import itertools
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.caching import position_axis
-from interp.components import affine
 from interp.kv_cache import KeyValueCacheEntry
-from interp.patching.metrics import MetricReads, PatchingMetric, infer_metric_reads
+from interp.patching.evaluation import MetricEvaluator
+from interp.patching.packing import PackedBatch, PatchRun, pack_runs, write_packed_attention_rows
 
 PatchSetter = Callable[[Tensor, Sequence[int], Tensor], Tensor]
-# Attention over a packed batch scores every packed position against every other (the mask
-# discards other runs' pairs), so its cost grows with the square of the batch's length. At
-# this many tokens (x prompts) it is a few percent of the block's matmuls.
-_MAX_BATCH_TOKENS = 256
-# Logits (elements) computed at once for plain metrics, which are called run by run.
-_LOGITS_BUDGET = 2**24
 
 
 def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int | None:
@@ -60,120 +52,6 @@ def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int 
     changed_at = changed.reshape(changed.shape[0], -1).any(dim=1)  # [pos]
     where = changed_at.nonzero()
     return int(where[0, 0]) if len(where) else None
-
-
-@dataclass
-class PatchRun:
-    """One patched run: patch ``hook_name`` (in block ``layer``) at ``index``."""
-
-    number: int  # position in the caller's list of indices
-    index: tuple[int, ...]
-    hook_name: str
-    layer: int
-    first_changed: int = 0
-
-
-class MetricEvaluator:
-    """Turns final residual streams of patched runs into one metric value per run.
-
-    Batch-aware metrics (``PatchingMetric``) see all rows of a batch at their positions (and
-    only their ``vocab`` columns are unembedded). Other callables are called once per run
-    (TransformerLens style) with that run's logits: restricted to ``metric_positions`` when
-    given; otherwise full-size, but with only the logits the metric was found to read
-    (``infer_metric_reads``, on the corrupted run) computed, the others NaN. ``positions`` is
-    what is unembedded (None: every position).
-    """
-
-    def __init__(
-        self,
-        model: Any,
-        metric: Callable[[Tensor], Tensor],
-        metric_positions: int | Sequence[int] | None,
-        corrupted_final: Float[Tensor, "prompt pos d_model"],
-    ) -> None:
-        self.model = model
-        self.metric = metric
-        self.batched = isinstance(metric, PatchingMetric)
-        self.corrupted_final = corrupted_final
-        self.n_prompts, n_pos = corrupted_final.shape[:2]
-        self.unembed_weight, self.unembed_bias = model.unembed.W_U, model.unembed.b_U
-        self.reads: MetricReads | None = None  # what a plain metric reads, when found
-        if self.batched:
-            positions, vocab = metric.positions, metric.vocab
-        elif metric_positions is not None:
-            positions, vocab = metric_positions, None
-        else:
-            with torch.no_grad():
-                corrupted_logits = self.logits(corrupted_final)
-            self.reads = infer_metric_reads(metric, corrupted_logits)
-            positions, vocab = (None, None)
-            if self.reads is not None:
-                positions, vocab = self.reads.positions, self.reads.vocab
-                self.full_logits = torch.full_like(corrupted_logits, float("nan"))
-        if isinstance(positions, int):
-            positions = (positions,)
-        if positions is not None:
-            bad = [p for p in positions if not -n_pos <= p < n_pos]
-            if bad:
-                raise ValueError(
-                    f"Metric positions {bad} are outside the {n_pos}-token prompt; use "
-                    "positions in [-n_pos, n_pos), e.g. -1 for the last token."
-                )
-            positions = tuple(p % n_pos for p in positions)
-        self.positions = positions
-        if vocab is not None:
-            vocab = vocab.to(self.unembed_bias.device)
-            self.unembed_weight = self.unembed_weight[:, vocab]  # [d_model, n_columns]
-            self.unembed_bias = self.unembed_bias[vocab]
-
-    @property
-    def read_positions(self) -> Sequence[int]:
-        return range(self.corrupted_final.shape[1]) if self.positions is None else self.positions
-
-    def read(
-        self, final: Float[Tensor, "rows pos d_model"]
-    ) -> Float[Tensor, "rows n_read d_model"]:
-        """The positions of full final residual streams that the metric reads."""
-        return final if self.positions is None else final[:, list(self.positions)]
-
-    def logits(
-        self, resid: Float[Tensor, "rows n_read d_model"]
-    ) -> Float[Tensor, "rows n_read n_columns"]:
-        return affine(self.model.ln_final(resid), self.unembed_weight, self.unembed_bias)
-
-    def evaluate(self, resid: Float[Tensor, "rows n_read d_model"]) -> Float[Tensor, " n_runs"]:
-        """Metric per run for the final residuals at the positions it reads (``read``), rows
-        run-major; returns [n_runs] float32."""
-        n_runs = resid.shape[0] // self.n_prompts
-        if self.batched:
-            values = self.metric.score(self.logits(resid))
-            if values.shape != (resid.shape[0],):
-                raise ValueError(
-                    f"{type(self.metric).__name__}.score returned shape {tuple(values.shape)} "
-                    f"for {resid.shape[0]} rows; a PatchingMetric returns one value per row."
-                )
-            return values.float().view(n_runs, self.n_prompts).mean(dim=1)
-        # Several runs' logits at a time (one read of the unembedding), within a memory budget.
-        run_logits_size = self.n_prompts * resid.shape[1] * self.unembed_bias.shape[0]
-        runs_per_chunk = max(1, _LOGITS_BUDGET // run_logits_size)
-        values = []
-        for chunk in resid.split(runs_per_chunk * self.n_prompts):
-            for run_logits in self.logits(chunk).split(self.n_prompts):
-                values.append(self.per_run_value(run_logits))
-        return torch.stack(values)
-
-    def per_run_value(self, logits: Float[Tensor, "prompt n_read n_columns"]) -> Tensor:
-        if self.reads is not None:  # full-size logits, NaN where the metric does not read
-            logits = self.reads.keep(logits, self.full_logits)
-        value = torch.as_tensor(self.metric(logits), device=logits.device)
-        if value.numel() == 1:
-            return value.reshape(()).float()
-        if value.shape == (self.n_prompts,):
-            return value.float().mean()
-        raise ValueError(
-            f"The patching metric returned shape {tuple(value.shape)}; return a scalar (or one "
-            f"value per prompt, [{self.n_prompts}]) for logits of shape {tuple(logits.shape)}."
-        )
 
 
 def corrupted_run_cache(
@@ -205,99 +83,6 @@ def corrupted_run_cache(
             tokens, names_filter=sorted(names), return_type=None, return_cache_object=False
         )
     return cache
-
-
-class PackedBatch:
-    """Patched runs packed end to end along the position axis.
-
-    Run ``i`` holds positions ``first_changed:`` of its prompts at packed positions
-    ``offsets[i]:offsets[i] + n_pos - first_changed``; every row (prompt) has the same layout.
-    Runs are ordered by the layer they enter at, the order in which they join the batch.
-    """
-
-    def __init__(self, runs: list[PatchRun], n_pos: int) -> None:
-        self.runs = sorted(runs, key=lambda run: (run.layer, run.first_changed))
-        self.n_pos = n_pos
-        self.lengths = [n_pos - run.first_changed for run in self.runs]
-        self.offsets = list(itertools.accumulate(self.lengths, initial=0))[:-1]
-        # The corrupted run's keys and values that some run attends to: those before its
-        # first changed position.
-        self.n_prefix = max(run.first_changed for run in self.runs)
-
-    def packed_position(self, run: int, position: int) -> int:
-        return self.offsets[run] + position - self.runs[run].first_changed
-
-    def allowed_keys(
-        self, n_joined: int, device: torch.device
-    ) -> Bool[Tensor, "1 1 packed n_prefix_plus_packed"]:
-        """The attention mask of the first ``n_joined`` runs: a packed position sees the
-        corrupted prefix before its run's first changed position, then its own run's
-        positions up to itself. Keys are the ``n_prefix`` prefix positions, then the packed."""
-        lengths = torch.tensor(self.lengths[:n_joined], device=device)
-        firsts = torch.tensor([run.first_changed for run in self.runs[:n_joined]], device=device)
-        run_of = torch.repeat_interleave(torch.arange(n_joined, device=device), lengths)
-        first_of = torch.repeat_interleave(firsts, lengths)  # [packed]
-        packed = torch.arange(len(run_of), device=device)
-        prefix = torch.arange(self.n_prefix, device=device)[None, :] < first_of[:, None]
-        own_run = (run_of[:, None] == run_of[None, :]) & (packed[None, :] <= packed[:, None])
-        return torch.cat([prefix, own_run], dim=1)[None, None]
-
-    def metric_outputs(self, read_positions: Sequence[int]) -> list[int]:
-        """The packed positions whose final residual the metric reads (ascending)."""
-        return sorted(
-            {
-                self.packed_position(i, position)
-                for i, run in enumerate(self.runs)
-                for position in read_positions
-                if position >= run.first_changed
-            }
-        )
-
-    def metric_residuals(
-        self,
-        final: Float[Tensor, "prompt n_out d_model"],
-        outputs: list[int] | None,
-        evaluator: MetricEvaluator,
-    ) -> Float[Tensor, "rows n_read d_model"]:
-        """Each run's final residual at the positions the metric reads, run-major rows:
-        from ``final`` (the packed positions ``outputs``, or all of them when None) where the
-        run changed it, from the corrupted run before its first changed position."""
-        source = torch.cat([evaluator.corrupted_final, final], dim=1)
-        if outputs is None:
-            outputs = list(range(final.shape[1]))
-        column_of = {packed: self.n_pos + k for k, packed in enumerate(outputs)}  # in source
-        columns = [
-            position
-            if position < run.first_changed
-            else column_of[self.packed_position(i, position)]
-            for i, run in enumerate(self.runs)
-            for position in evaluator.read_positions
-        ]
-        gathered = source[:, torch.tensor(columns, device=source.device)]  # [prompt, runs*read, d]
-        n_prompts, n_runs, d_model = source.shape[0], len(self.runs), source.shape[-1]
-        gathered = gathered.view(n_prompts, n_runs, -1, d_model).transpose(0, 1)
-        return gathered.reshape(n_runs * n_prompts, -1, d_model)
-
-
-def pack_runs(
-    runs: list[PatchRun], n_pos: int, n_prompts: int, max_batch_size: int
-) -> list[PackedBatch]:
-    """Batches of runs in layer order (so a batch spans few layers), each at most
-    ``max_batch_size`` sequences and ``_MAX_BATCH_TOKENS`` packed tokens (x prompts)."""
-    batches: list[PackedBatch] = []
-    current: list[PatchRun] = []
-    current_tokens = 0
-    for run in sorted(runs, key=lambda run: (run.layer, run.first_changed)):
-        tokens = (n_pos - run.first_changed) * n_prompts
-        too_many = (len(current) + 1) * n_prompts > max_batch_size
-        if current and (too_many or current_tokens + tokens > _MAX_BATCH_TOKENS):
-            batches.append(PackedBatch(current, n_pos))
-            current, current_tokens = [], 0
-        current.append(run)
-        current_tokens += tokens
-    if current:
-        batches.append(PackedBatch(current, n_pos))
-    return batches
 
 
 def run_patches(
@@ -500,7 +285,7 @@ def _patch_hooks(
                 if axis == 1:  # [prompt, pos, ...]
                     activation[:, offset : offset + length] = patched[:, first:]
                 else:  # scores or pattern [prompt, head, query_pos, key_pos]: keys are packed
-                    _write_packed_keys(activation, patched, offset, first, batch.n_prefix)
+                    write_packed_attention_rows(activation, patched, offset, first, batch.n_prefix)
             return activation
 
         return patch_segments
@@ -509,20 +294,3 @@ def _patch_hooks(
         (name, make_hook(segments, position_axis(name)))
         for name, segments in segments_by_hook.items()
     ]
-
-
-def _write_packed_keys(
-    activation: Float[Tensor, "prompt head packed prefix_plus_packed"],
-    patched: Float[Tensor, "prompt head pos pos"],
-    offset: int,
-    first: int,
-    n_prefix: int,
-) -> None:
-    """Write a run's patched attention rows (queries ``first:``) into the packed layout: keys
-    before ``first`` are the corrupted prefix's columns, keys from ``first`` on are the run's
-    own packed columns. Other columns are masked for this run and keep their masked value."""
-    length = patched.shape[2] - first
-    rows = activation[:, :, offset : offset + length]  # a view
-    rows[..., :first] = patched[:, :, first:, :first]
-    own = n_prefix + offset
-    rows[..., own : own + length] = patched[:, :, first:, first:]

@@ -34,7 +34,7 @@ from jaxtyping import Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from interp.patching.engine import MetricEvaluator
+from interp.patching.evaluation import MetricEvaluator
 from interp.patching.results import LabelledTensor, label_result
 
 Head = tuple[int, int]
