@@ -13,6 +13,7 @@ machine, and the median ratio is printed too. interp runs twice per repeat: with
 
     python benchmarks/bench_patching.py            # full size (TransformerLens takes minutes)
     python benchmarks/bench_patching.py --pair disjoint   # prompts that differ at every token
+    python benchmarks/bench_patching.py --prompts 4       # four IOI prompt pairs in a batch
     python benchmarks/bench_patching.py --smoke    # tiny shapes, a few seconds (CI)
 """
 
@@ -34,10 +35,12 @@ import transformers  # noqa: E402
 import interp  # noqa: E402
 from interp.loading.hf import from_hf_model  # noqa: E402
 
-CLEAN = "When Mary and John went to the store, John gave a cold drink to"  # 16 tokens with BOS
+# 16 tokens with BOS; the indirect object, then the subject twice.
+CLEAN = "When{0} and{1} went to the store,{1} gave a cold drink to"
+SMOKE_CLEAN = "When{0} and{1} went to"
+NAMES = [(" Mary", " John"), (" Tom", " James"), (" Anna", " Paul"), (" Sarah", " David")]
 # IOI's "ABC" corruption: three different names, so the answer is no longer determined.
 CORRUPTED = "When Alice and Bob went to the store, Charlie gave a cold drink to"
-SMOKE_CLEAN = "When Mary and John went to"
 SMOKE_CORRUPTED = "When Alice and Bob went to"
 
 
@@ -69,16 +72,21 @@ def build_models(smoke: bool, folder: str):
     return ours, bridge
 
 
-def prompt_pair(model, pair: str, smoke: bool):
-    clean = model.to_tokens(SMOKE_CLEAN if smoke else CLEAN)
+def prompt_pairs(model, pair: str, smoke: bool, n_prompts: int):
+    """Clean and corrupted tokens [n_prompts, pos], and answers [n_prompts, 2] (the indirect
+    object, right; the subject, wrong)."""
+    names = NAMES[:n_prompts]
+    template = SMOKE_CLEAN if smoke else CLEAN
+    clean = torch.cat([model.to_tokens(template.format(*pair)) for pair in names])
     if pair == "abc":
-        corrupted = model.to_tokens(SMOKE_CORRUPTED if smoke else CORRUPTED)
+        corrupted = model.to_tokens(SMOKE_CORRUPTED if smoke else CORRUPTED).repeat(n_prompts, 1)
     else:  # every token differs, BOS included: no patch can be skipped
         generator = torch.Generator().manual_seed(0)
         corrupted = torch.randint(0, model.cfg.d_vocab, clean.shape, generator=generator)
         corrupted = torch.where(corrupted == clean, (corrupted + 1) % model.cfg.d_vocab, corrupted)
     assert clean.shape == corrupted.shape, (clean.shape, corrupted.shape)
-    return clean, corrupted
+    answers = torch.tensor([[model.to_single_token(name) for name in pair] for pair in names])
+    return clean, corrupted, answers
 
 
 def timed(function, repeats: int):
@@ -100,6 +108,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     )
     parser.add_argument("--skip-heads", action="store_true", help="only the resid_pre sweep")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per library")
+    parser.add_argument(
+        "--prompts", type=int, default=1, choices=range(1, len(NAMES) + 1), help="prompt pairs"
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -108,19 +119,20 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory() as folder:
         ours, bridge = build_models(args.smoke, folder)
-        clean, corrupted = prompt_pair(ours, args.pair, args.smoke)
-        right, wrong = ours.to_single_token(" Mary"), ours.to_single_token(" John")
-        metric = interp.patching.LogitDiff(torch.tensor([right, wrong]))
+        clean, corrupted, answers = prompt_pairs(ours, args.pair, args.smoke, args.prompts)
+        metric = interp.patching.LogitDiff(answers)
 
         def tl_metric(logits):  # TransformerLens style: logits -> scalar
-            return (logits[:, -1, right] - logits[:, -1, wrong]).mean()
+            last = logits[:, -1]
+            return (last.gather(1, answers[:, :1]) - last.gather(1, answers[:, 1:])).mean()
 
         with torch.no_grad():
             _, clean_cache = ours.run_with_cache(clean)
             _, tl_clean_cache = bridge.run_with_cache(clean)
         print(
             f"model: {ours.cfg.n_layers} layers, d_model {ours.cfg.d_model}, "
-            f"{ours.cfg.n_heads} heads, vocab {ours.cfg.d_vocab}; {clean.shape[1]} tokens, "
+            f"{ours.cfg.n_heads} heads, vocab {ours.cfg.d_vocab}; {clean.shape[0]} x "
+            f"{clean.shape[1]} tokens, "
             f"pair={args.pair}; torch threads={torch.get_num_threads()}"
         )
         sweeps = [("resid_pre", "get_act_patch_resid_pre")]
