@@ -22,7 +22,7 @@ any result:
    and only those positions, and only the metric's ``vocab`` columns, are unembedded.
 
 A batch holds at most ``max_batch_size`` sequences (runs x prompts) and about
-``interp.patching.packing.MAX_BATCH_TOKENS`` packed tokens. Hooks the caller left attached
+``interp.patching.packing.MAX_PACKED_LENGTH`` packed positions. Hooks the caller left attached
 to the model would see this packed layout, not the prompts', so with any attached, each
 patched run is one full forward pass instead, as in TransformerLens (with a warning).
 """

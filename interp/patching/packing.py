@@ -19,9 +19,9 @@ from torch import Tensor
 from interp.patching.evaluation import MetricEvaluator
 
 # Attention over a packed batch scores every packed position against every other (the mask
-# discards other runs' pairs), so its cost grows with the square of the batch's length. At
-# this many tokens (x prompts) it is a few percent of the block's matmuls.
-MAX_BATCH_TOKENS = 256
+# discards other runs' pairs), so its cost per position grows with the packed length. At this
+# length it is a few percent of the block's matmuls.
+MAX_PACKED_LENGTH = 256
 
 
 @dataclass
@@ -111,18 +111,18 @@ def pack_runs(
     runs: list[PatchRun], n_pos: int, n_prompts: int, max_batch_size: int
 ) -> list[PackedBatch]:
     """Batches of runs in layer order (so a batch spans few layers), each at most
-    ``max_batch_size`` sequences and ``MAX_BATCH_TOKENS`` packed tokens (x prompts)."""
+    ``max_batch_size`` sequences (runs x prompts) and ``MAX_PACKED_LENGTH`` packed positions."""
     batches: list[PackedBatch] = []
     current: list[PatchRun] = []
-    current_tokens = 0
+    current_length = 0
     for run in sorted(runs, key=lambda run: (run.layer, run.first_changed)):
-        tokens = (n_pos - run.first_changed) * n_prompts
+        length = n_pos - run.first_changed
         too_many = (len(current) + 1) * n_prompts > max_batch_size
-        if current and (too_many or current_tokens + tokens > MAX_BATCH_TOKENS):
+        if current and (too_many or current_length + length > MAX_PACKED_LENGTH):
             batches.append(PackedBatch(current, n_pos))
-            current, current_tokens = [], 0
+            current, current_length = [], 0
         current.append(run)
-        current_tokens += tokens
+        current_length += length
     if current:
         batches.append(PackedBatch(current, n_pos))
     return batches
