@@ -26,7 +26,7 @@ def test_imshow_labels_axes_and_centres_a_diverging_scale_on_zero():
     fig = imshow(values, x_labels=["a", "b", "c"], y_labels=["L0", "L1"], title="t")
     heatmap = fig.data[0]
     np.testing.assert_allclose(np.asarray(heatmap.z), values.numpy())
-    assert heatmap.zmid == 0.0
+    assert fig.layout.coloraxis.cmid == 0.0 and heatmap.coloraxis == "coloraxis"
     assert list(fig.layout.xaxis.ticktext) == ["a", "b", "c"]
     assert list(fig.layout.yaxis.ticktext) == ["L0", "L1"]
     with pytest.raises(ValueError, match="2 column labels for 3"):
@@ -70,7 +70,7 @@ def test_logit_lens_plot_writes_predictions_in_cells():
     probs = torch.tensor([[0.1, 0.9], [0.5, 0.2]])
     fig = logit_lens_plot(probs, [["<a>", "b"], ["c", "d"]], ["embed", "L0"], ["x", "y"])
     assert fig.data[0].text[0][0] == "&lt;a&gt;"
-    assert (fig.data[0].zmin, fig.data[0].zmax) == (0.0, 1.0)
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
 
 
 def test_save_html_inlines_plotly_once_for_many_figures(tmp_path):
@@ -85,3 +85,29 @@ def test_save_html_inlines_plotly_once_for_many_figures(tmp_path):
 def test_save_image_without_kaleido_says_how_to_fix(tmp_path):
     with pytest.raises(RuntimeError, match="pip install kaleido"):
         save_image(imshow(torch.randn(2, 2)), tmp_path / "fig.png")
+
+
+def test_imshow_of_head_scores_draws_one_panel_per_score_on_one_scale():
+    from interp import load_model
+    from interp.analysis import head_scores
+
+    model = load_model("attn-only-2l")
+    scores = head_scores(model, torch.randint(0, 100, (1, 10)).repeat(1, 2))
+    fig = imshow(scores, x_title="head", y_title="layer")
+    assert [annotation.text for annotation in fig.layout.annotations] == list(scores)
+    assert len(fig.data) == 3 and {trace.coloraxis for trace in fig.data} == {"coloraxis"}
+    for trace, values in zip(fig.data, scores.values(), strict=True):
+        np.testing.assert_allclose(np.asarray(trace.z, dtype=float), values.numpy(), rtol=1e-6)
+    assert len(fig.layout.xaxis3.ticktext) == model.cfg.n_heads
+    assert fig.layout.yaxis.title.text == "layer" and fig.layout.xaxis.title.text == "head"
+
+
+def test_imshow_of_a_dict_it_cannot_draw_names_the_keys_to_pass():
+    with pytest.raises(
+        ValueError, match=r"got \{'a': \(2, 3\), 'b': \(3, 3\)\}.*imshow\(values\['a'\]\)"
+    ):
+        imshow({"a": torch.rand(2, 3), "b": torch.rand(3, 3)})
+    with pytest.raises(TypeError, match=r"'labels' entry is a list.*keys \['s', 'labels'\]"):
+        imshow({"s": torch.rand(2, 3), "labels": ["L0H0"]})
+    with pytest.raises(ValueError, match="empty dict"):
+        imshow({})

@@ -87,7 +87,7 @@ def _style(fig: go.Figure, title: str, height: int) -> go.Figure:
 
 
 def imshow(
-    values: Array2D,
+    values: Array2D | Mapping[str, Array2D],
     x_labels: Sequence[str] | None = None,
     y_labels: Sequence[str] | None = None,
     x_title: str = "",
@@ -102,38 +102,83 @@ def imshow(
 
     ``diverging`` (default) uses a red-white-blue scale centred on zero; otherwise a
     sequential scale from ``zmin`` to ``zmax``. ``text`` [rows][cols] is written in the cells.
+    A dict of same-shape matrices (such as ``head_scores``'s) draws one panel per key, side by
+    side, on one shared colour scale.
 
     Example:
         >>> imshow(cache["pattern", 0][0, 3], x_labels=tokens, y_labels=tokens,
         ...        x_title="key", y_title="query", title="L0H3", diverging=False)
-        >>> imshow(scores, y_labels=[f"L{l}" for l in range(n_layers)], x_title="head")
+        >>> imshow(head_scores(model, tokens), x_title="head", y_title="layer")
     """
-    array = _check_2d(values)
-    rows, cols = array.shape
+    panels = _panels(values)
+    rows, cols = next(iter(panels.values())).shape
     x_text = _axis_labels(x_labels, cols, "column")
     y_text = _axis_labels(y_labels, rows, "row")
     hover = [[f"{y_text[r]} / {x_text[c]}" for c in range(cols)] for r in range(rows)]
-    scale = {"colorscale": DIVERGING_SCALE, "zmid": 0.0} if diverging else {"colorscale": "Blues"}
-    heatmap = go.Heatmap(
-        z=np.where(np.isfinite(array), array, np.nan),
-        x=list(range(cols)),
-        y=list(range(rows)),
-        zmin=zmin,
-        zmax=zmax,
-        customdata=hover,
-        hovertemplate="%{customdata}<br>value: %{z:.4g}<extra></extra>",
-        text=[[plot_label(cell) for cell in row] for row in text] if text is not None else None,
-        texttemplate="%{text}" if text is not None else None,
-        textfont={"size": 10},
-        **scale,
+    scale = {"colorscale": DIVERGING_SCALE, "cmid": 0.0} if diverging else {"colorscale": "Blues"}
+    cell_text = [[plot_label(cell) for cell in row] for row in text] if text is not None else None
+    fig = make_subplots(
+        rows=1,
+        cols=len(panels),
+        subplot_titles=[plot_label(name) for name in panels] if len(panels) > 1 else None,
+        horizontal_spacing=0.08,
     )
-    fig = go.Figure(heatmap)
-    fig.update_xaxes(tickvals=list(range(cols)), ticktext=x_text, title=x_title, tickangle=-45)
-    fig.update_yaxes(
-        tickvals=list(range(rows)), ticktext=y_text, title=y_title, autorange="reversed"
-    )
+    for column, array in enumerate(panels.values(), start=1):
+        heatmap = go.Heatmap(
+            z=np.where(np.isfinite(array), array, np.nan),
+            x=list(range(cols)),
+            y=list(range(rows)),
+            coloraxis="coloraxis",
+            customdata=hover,
+            hovertemplate="%{customdata}<br>value: %{z:.4g}<extra></extra>",
+            text=cell_text,
+            texttemplate="%{text}" if text is not None else None,
+            textfont={"size": 10},
+        )
+        fig.add_trace(heatmap, row=1, col=column)
+        fig.update_xaxes(
+            tickvals=list(range(cols)),
+            ticktext=x_text,
+            title=x_title,
+            tickangle=-45,
+            row=1,
+            col=column,
+        )
+        fig.update_yaxes(
+            tickvals=list(range(rows)),
+            ticktext=y_text,
+            title=y_title if column == 1 else "",
+            autorange="reversed",
+            row=1,
+            col=column,
+        )
+    fig.update_layout(coloraxis={"cmin": zmin, "cmax": zmax, **scale})
     row_height = 44 if text is not None else 28  # room for the cell text
     return _style(fig, title, height=min(max(200 + row_height * rows, 360), 900))
+
+
+def _panels(values: Array2D | Mapping[str, Array2D]) -> dict[str, np.ndarray]:
+    """``imshow``'s matrices by panel name: one unnamed panel, or one per key of a dict."""
+    if not isinstance(values, Mapping):
+        return {"": _check_2d(values)}
+    if not values:
+        raise ValueError("imshow got an empty dict; pass a 2-D tensor or a dict of them.")
+    panels = {}
+    for name, array in values.items():
+        if not isinstance(array, (Tensor, np.ndarray)):
+            raise TypeError(
+                f"imshow got a dict whose {name!r} entry is a {type(array).__name__}, not a "
+                f"tensor; pass one 2-D entry, e.g. imshow(values[{name!r}]) for one of the keys "
+                f"{list(values)}."
+            )
+        panels[str(name)] = _check_2d(array)
+    shapes = {name: array.shape for name, array in panels.items()}
+    if len(set(shapes.values())) > 1:
+        raise ValueError(
+            f"imshow draws a dict's matrices side by side, which needs one shape; got {shapes}. "
+            f"Pass one of them, e.g. imshow(values[{next(iter(shapes))!r}])."
+        )
+    return panels
 
 
 def line(
@@ -228,7 +273,7 @@ def patching_heatmap(
         y_title="layer",
         title=title,
     )
-    fig.update_traces(colorbar={"title": plot_label(metric_name)})
+    fig.update_layout(coloraxis_colorbar={"title": plot_label(metric_name)})
     return fig
 
 
@@ -260,7 +305,7 @@ def logit_lens_plot(
         zmax=1.0,
         text=top_tokens,
     )
-    fig.update_traces(colorbar={"title": "top-1 prob"})
+    fig.update_layout(coloraxis_colorbar={"title": "top-1 prob"})
     return fig
 
 
