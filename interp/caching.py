@@ -10,12 +10,15 @@ non-blocking copies, so the transfers overlap the rest of the forward pass).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor
 
-PositionSlice = None | int | slice | Sequence[int] | Tensor
+from interp.utils.slice import Slice, to_python_int
+
+PositionSlice = None | int | slice | tuple | Sequence[int] | Tensor | Slice
 
 
 def position_axis(hook_name: str) -> int:
@@ -33,20 +36,24 @@ def position_axis(hook_name: str) -> int:
 class ActivationKeeper:
     """The storage options of a cache, applied to each activation as it is cached.
 
-    ``pos_slice`` follows Python indexing along the position axis: an int keeps one position
-    and drops the axis (``[batch, d_model]`` for a residual stream), a slice or a list of
-    positions keeps the axis. The kept tensor never shares memory with the full activation,
-    so a slice holds only the positions asked for.
+    ``pos_slice`` keeps some positions, as TransformerLens's ``run_with_cache`` does: an int
+    keeps that one position *and the position axis* (``[batch, 1, d_model]`` for a residual
+    stream), a ``(start, stop[, step])`` tuple or a slice keeps a range, a list or 1-D tensor
+    keeps those positions, and a ``Slice`` is applied as it is (``Slice(-1)`` drops the axis).
+    The kept tensor never shares memory with the full activation, so a slice holds only the
+    positions asked for.
 
     Example:
         >>> keeper = ActivationKeeper(pos_slice=-1, dtype=torch.float16)
-        >>> keeper.keep(resid, "blocks.0.hook_resid_post").shape   # [batch, d_model]
+        >>> keeper.keep(resid, "blocks.0.hook_resid_post").shape   # [batch, 1, d_model]
     """
 
     device: torch.device | str | None = None
     dtype: torch.dtype | None = None
     remove_batch_dim: bool = False
     pos_slice: PositionSlice = None
+    # pos_slice as an index: None (all), an int (drops the axis), a slice, or a long tensor.
+    positions: None | int | slice | Tensor = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         if self.dtype is not None and not (
@@ -56,24 +63,45 @@ class ActivationKeeper:
                 f"dtype={self.dtype!r}: the cache stores activations in a floating dtype; "
                 "pass e.g. torch.float16 or torch.bfloat16."
             )
-        positions = self.pos_slice
-        if isinstance(positions, (list, tuple)):
-            positions = torch.tensor(positions, dtype=torch.long)
-        if isinstance(positions, Tensor):
+        object.__setattr__(self, "positions", self.as_index(self.pos_slice))
+
+    @staticmethod
+    def as_index(pos_slice: PositionSlice) -> None | int | slice | Tensor:
+        """``pos_slice`` as the index ``select_positions`` applies, or a clear error."""
+        if isinstance(pos_slice, Slice):
+            if pos_slice.mode == "identity":
+                return None
+            if pos_slice.mode in ("int", "slice"):
+                return pos_slice.slice
+            pos_slice = pos_slice.slice  # an array of positions
+        as_int = to_python_int(pos_slice)
+        if as_int is not None:
+            return torch.tensor([as_int])  # one position, keeping the axis
+        if isinstance(pos_slice, tuple):
+            return slice(*pos_slice)
+        if pos_slice is None or isinstance(pos_slice, slice):
+            return pos_slice
+        if isinstance(pos_slice, (list, np.ndarray)):
+            try:
+                pos_slice = torch.as_tensor(np.asarray(pos_slice))
+            except (TypeError, ValueError, RuntimeError):
+                pos_slice = None  # reported below
+        if isinstance(pos_slice, Tensor):
             if (
-                positions.ndim != 1
-                or positions.is_floating_point()
-                or positions.dtype == torch.bool
+                pos_slice.ndim != 1
+                or pos_slice.is_floating_point()
+                or pos_slice.is_complex()
+                or (pos_slice.dtype == torch.bool)
             ):
                 raise TypeError(
                     f"pos_slice as a tensor must be a 1-D tensor of integer positions, got "
-                    f"{positions.dtype} of shape {tuple(positions.shape)}."
+                    f"{pos_slice.dtype} of shape {tuple(pos_slice.shape)}."
                 )
-            object.__setattr__(self, "pos_slice", positions.long())
-        elif positions is not None and not isinstance(positions, (int, slice)):
-            raise TypeError(
-                f"pos_slice must be an int, a slice, or a list of positions, got {positions!r}."
-            )
+            return pos_slice.long()
+        raise TypeError(
+            "pos_slice must be an int, a (start, stop[, step]) tuple, a slice, a list of "
+            f"positions or a Slice, got {pos_slice!r}."
+        )
 
     def keep(self, activation: Tensor, hook_name: str) -> Tensor:
         """The tensor to store for ``activation`` (detached), with every option applied."""
@@ -85,7 +113,7 @@ class ActivationKeeper:
                     f"size {kept.shape[0]}; run one sequence, or keep the batch axis."
                 )
             kept = kept[0]
-        sliced = self.pos_slice is not None
+        sliced = self.positions is not None
         if sliced:
             axis = position_axis(hook_name) - int(self.remove_batch_dim)
             kept = self.select_positions(kept, axis, hook_name)
@@ -99,7 +127,7 @@ class ActivationKeeper:
 
     def select_positions(self, kept: Tensor, axis: int, hook_name: str) -> Tensor:
         n_positions = kept.shape[axis]
-        positions = self.pos_slice
+        positions = self.positions
         if isinstance(positions, slice):
             return kept[(slice(None),) * axis + (positions,)]
         if isinstance(positions, int):
@@ -113,7 +141,7 @@ class ActivationKeeper:
             -n_positions <= int(positions.min()) and int(positions.max()) < n_positions
         ):
             raise IndexError(
-                f"pos_slice={positions.tolist()} has positions out of range for {hook_name}, "
+                f"pos_slice={self.pos_slice!r} has positions out of range for {hook_name}, "
                 f"which has {n_positions} positions."
             )
         return kept.index_select(axis, (positions % n_positions).to(kept.device))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from transformer_lens.HookedRootModule import HookedRootModule as TransformerLensRoot
+from transformer_lens.utilities import Slice as TransformerLensSlice
 
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.caching import position_axis
+from interp.utils import Slice
 
 NAMES = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern", "blocks.1.attn.hook_q"]
 
@@ -36,23 +40,39 @@ def assert_compact(tensor: torch.Tensor) -> None:
     assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
 
 
-@pytest.mark.parametrize(
-    "pos_slice",
-    [-1, 2, slice(1, 4), slice(None, None, 3), [0, -1, 3], torch.tensor([5, 1])],
-    ids=["last", "int", "slice", "strided", "list", "tensor"],
-)
-def test_pos_slice_keeps_exactly_those_positions(model, tokens, pos_slice):
-    full = full_cache(model, tokens)
+def transformer_lens_cache(model, tokens, pos_slice) -> dict[str, torch.Tensor]:
+    """The reference: TransformerLens's own caching hooks, run on our model's hook points."""
+    if isinstance(pos_slice, Slice):  # the same slice as TransformerLens's own Slice class
+        pos_slice = TransformerLensSlice(None if pos_slice.mode == "identity" else pos_slice.slice)
+    store, fwd, _ = TransformerLensRoot.get_caching_hooks(
+        model, names_filter=NAMES, pos_slice=pos_slice
+    )
+    with model.hooks(fwd_hooks=fwd):
+        model(tokens)
+    return store
+
+
+POS_SLICES = [-1, 2, (1, 4), slice(1, 4), slice(None, None, 3), [0, -1, 3], torch.tensor([5, 1])]
+POS_SLICES += [Slice(-1), Slice((1, 4)), Slice([0, 2]), Slice(None), np.int64(3)]
+POS_IDS = ["last", "int", "tuple", "slice", "strided", "list", "tensor"]
+POS_IDS += ["Slice-int", "Slice-tuple", "Slice-list", "Slice-None", "numpy-int"]
+
+
+@pytest.mark.parametrize("pos_slice", POS_SLICES, ids=POS_IDS)
+def test_pos_slice_keeps_what_transformer_lens_keeps(model, tokens, pos_slice):
     _, sliced = model.run_with_cache(tokens, names_filter=NAMES, pos_slice=pos_slice)
-    assert set(sliced) == set(NAMES)
-    index = pos_slice.tolist() if isinstance(pos_slice, torch.Tensor) else pos_slice
+    expected = transformer_lens_cache(model, tokens, pos_slice)
+    assert set(sliced) == set(NAMES) == set(expected)
     for name in NAMES:
-        torch.testing.assert_close(sliced[name], select(full[name], name, index), atol=0, rtol=0)
-        assert_compact(sliced[name])
-    # An int drops the position axis; the pattern keeps every key position.
+        torch.testing.assert_close(sliced[name], expected[name], atol=0, rtol=0)
+        if not (isinstance(pos_slice, Slice) and pos_slice.mode == "identity"):
+            assert_compact(sliced[name])
+    # A bare int keeps the position axis (as TransformerLens); only Slice(int) drops it.
     pattern = sliced["blocks.1.attn.hook_pattern"]
     assert pattern.shape[-1] == tokens.shape[1]
-    assert pattern.ndim == (3 if isinstance(pos_slice, int) else 4)
+    assert pattern.ndim == (3 if isinstance(pos_slice, Slice) and pos_slice.mode == "int" else 4)
+    if isinstance(pos_slice, int):
+        assert sliced["blocks.0.hook_resid_post"].shape == (2, 1, model.cfg.d_model)
 
 
 def test_pos_slice_with_remove_batch_dim_and_gradients(model, tokens):
@@ -69,8 +89,8 @@ def test_pos_slice_with_remove_batch_dim_and_gradients(model, tokens):
         one, names_filter="blocks.0.hook_resid_post", pos_slice=-1, incl_bwd=True,
         return_type="loss",
     )  # fmt: skip
-    assert grads["blocks.0.hook_resid_post_grad"].shape == (1, model.cfg.d_model)
-    assert grads["blocks.0.hook_resid_post"].shape == (1, model.cfg.d_model)
+    assert grads["blocks.0.hook_resid_post_grad"].shape == (1, 1, model.cfg.d_model)
+    assert grads["blocks.0.hook_resid_post"].shape == (1, 1, model.cfg.d_model)
     model.zero_grad(set_to_none=True)
 
 
@@ -122,6 +142,7 @@ def test_device_cpu_offloads_from_the_gpu_into_pinned_memory(model, tokens):
     [
         ({"pos_slice": 7}, IndexError, "out of range for blocks.0.hook_resid_post"),
         ({"pos_slice": [0, 9]}, IndexError, "out of range"),
+        ({"pos_slice": Slice(7)}, IndexError, "pos_slice=7 is out of range"),
         ({"pos_slice": "last"}, TypeError, "pos_slice must be"),
         ({"pos_slice": torch.tensor([0.5])}, TypeError, "integer positions"),
         ({"dtype": torch.int8}, TypeError, "floating dtype"),

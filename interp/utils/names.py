@@ -1,4 +1,4 @@
-"""Small helpers shared across the package: hook-name shorthand."""
+"""Hook-name shorthand: TransformerLens's `get_act_name`."""
 
 from __future__ import annotations
 
