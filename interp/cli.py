@@ -4,13 +4,16 @@
     interp report --model NAME_OR_PATH --prompt TEXT [--corrupted TEXT] --out FILE
     interp hooks --model NAME_OR_PATH
 
-Exit codes: 0 success, 1 runtime error (a model that cannot be loaded, a prompt the model
-cannot take), 2 usage error (bad or missing arguments).
+Exit codes: 0 success, 1 runtime error (a checkpoint that cannot be loaded, a prompt the
+model cannot take), 2 usage error (bad or missing arguments, an unknown model, a corrupted
+prompt of another length in tokens, an answer that is not one token). Text that reaches the
+terminal has its control characters escaped, as ``repr`` writes them.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,9 +37,27 @@ class CommandError(Exception):
     """A failure to report on stderr with exit code 1 (no traceback)."""
 
 
+class UsageError(Exception):
+    """A bad argument found after parsing (it needed the model): usage, the message, exit 2."""
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every character ``repr`` would escape (control and format characters,
+    such as ANSI escape sequences) written as its escape; newlines and tabs kept.
+
+    Example:
+        >>> terminal_text("\x1b[31mred\n")
+        '\\x1b[31mred\n'
+    """
+    return "".join(
+        char if char.isprintable() or char in "\n\t" else repr(char)[1:-1] for char in text
+    )
+
+
 def load_named_model(name_or_path: str) -> HookedTransformer:
     """A shipped model by name (``interp.load_model``), or a checkpoint folder or hub id
-    (``HookedTransformer.from_pretrained``); a clear ``CommandError`` when neither can.
+    (``HookedTransformer.from_pretrained``). A name that is none of these is a ``UsageError``
+    suggesting the closest shipped name; a checkpoint that fails to load, a ``CommandError``.
 
     Example:
         >>> load_named_model("attn-only-2l"); load_named_model("checkpoints/my-model")
@@ -46,11 +67,52 @@ def load_named_model(name_or_path: str) -> HookedTransformer:
         return interp.load_model(name_or_path)
     try:
         return HookedTransformer.from_pretrained(name_or_path)
+    except FileNotFoundError as error:
+        if Path(name_or_path).exists():
+            raise CommandError(f"Could not load {name_or_path!r}: {error}") from error
+        close = difflib.get_close_matches(name_or_path, shipped, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(
+            f"unknown model {name_or_path!r}: {hint}It is not a shipped model "
+            f"({', '.join(shipped)}), not a folder, and not a hub id that could be loaded: {error}"
+        ) from error
     except Exception as error:
         raise CommandError(
-            f"Could not load {name_or_path!r}: it is not a shipped model "
-            f"({', '.join(shipped)}), and as a checkpoint folder or hub id: {error}"
+            f"Could not load {name_or_path!r} as a checkpoint folder or hub id: {error}"
         ) from error
+
+
+def check_report_inputs(
+    model: HookedTransformer,
+    prompt: str,
+    corrupted: str | None,
+    answers: dict[str, str | None],
+) -> None:
+    """A ``UsageError`` when the corrupted prompt's length in tokens differs from the
+    prompt's, or an answer (by its flag in ``answers``) is not exactly one token.
+
+    Example:
+        >>> check_report_inputs(model, "a b c", "a d c", {"--answer": " c"})
+    """
+    tokens = model.to_str_tokens(prompt)
+    if corrupted is not None:
+        corrupted_tokens = model.to_str_tokens(corrupted)
+        if len(corrupted_tokens) != len(tokens):
+            raise UsageError(
+                f"--corrupted is {len(corrupted_tokens)} tokens and --prompt {len(tokens)} "
+                f"({corrupted_tokens} vs {tokens}); patching swaps activations position by "
+                "position, so give prompts of the same length in tokens (change words, not "
+                "the number of words)."
+            )
+    for flag, answer in answers.items():
+        if answer is None:
+            continue
+        pieces = model.to_str_tokens(answer, prepend_bos=False)
+        if len(pieces) != 1:
+            raise UsageError(
+                f"{flag} {answer!r} is {len(pieces)} tokens for {model.cfg.model_name} "
+                f"({pieces}); give one token, e.g. {flag} {pieces[0]!r}."
+            )
 
 
 def _report(
@@ -63,8 +125,8 @@ def _report(
     from interp.viz.report import summary_text, write_report
 
     path, analysis = write_report(model, prompt, out, corrupted, answers[0], answers[1])
-    print(f"report written to {path.resolve()}")
-    print(summary_text(analysis))
+    print(terminal_text(f"report written to {path.resolve()}"))
+    print(terminal_text(summary_text(analysis)))
 
 
 def run_demo(args: argparse.Namespace) -> None:
@@ -74,8 +136,9 @@ def run_demo(args: argparse.Namespace) -> None:
 
 def run_report(args: argparse.Namespace) -> None:
     model = load_named_model(args.model)
-    answers = (args.answer, args.wrong_answer)
-    _report(model, args.prompt, args.out, args.corrupted, answers)
+    answers = {"--answer": args.answer, "--wrong-answer": args.wrong_answer}
+    check_report_inputs(model, args.prompt, args.corrupted, answers)
+    _report(model, args.prompt, args.out, args.corrupted, tuple(answers.values()))
 
 
 def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | None]]:
@@ -96,10 +159,11 @@ def run_hooks(args: argparse.Namespace) -> None:
     model = load_named_model(args.model)
     shapes = hook_shapes(model)
     width = max(len(name) for name, _ in shapes)
-    print(f"{len(shapes)} hook points of {model.cfg.model_name}; shapes for 1 sequence of 1 token")
-    for name, shape in shapes:
+    name = terminal_text(model.cfg.model_name)
+    print(f"{len(shapes)} hook points of {name}; shapes for 1 sequence of 1 token")
+    for hook, shape in shapes:
         shown = list(shape) if shape is not None else "(opt-in, off in this config)"
-        print(f"{name:<{width}}  {shown}")
+        print(terminal_text(f"{hook:<{width}}  {shown}"))
 
 
 def _text(value: str) -> str:
@@ -111,12 +175,21 @@ def _text(value: str) -> str:
 def _out_file(value: str) -> Path:
     path = Path(value)
     if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value} is a folder; give a file name like report.html")
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is a folder; give a file name like report.html"
+        )
     return path
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with control characters escaped in what it prints (usage, errors, help)."""
+
+    def _print_message(self, message: str, file=None) -> None:
+        super()._print_message(terminal_text(message), file)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="interp",
         description="Mechanistic interpretability for GPT-2-family models: offline HTML "
         "reports (attention heads, logit lens, head scores, patching) and hook listings.",
@@ -136,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("interp_demo_report.html"),
         help="where to write the report (default: %(default)s)",
     )
-    demo.set_defaults(run=run_demo)
+    demo.set_defaults(run=run_demo, parser=demo)
 
     report = commands.add_parser(
         "report",
@@ -168,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the competing token (default: the corrupted prompt's top prediction), e.g. ' John'",
     )
     report.add_argument("--out", required=True, type=_out_file, help="the HTML file to write")
-    report.set_defaults(run=run_report)
+    report.set_defaults(run=run_report, parser=report)
 
     hooks = commands.add_parser(
         "hooks",
@@ -177,23 +250,26 @@ def build_parser() -> argparse.ArgumentParser:
         "batch of one 1-token sequence.",
     )
     hooks.add_argument("--model", required=True, help="a shipped model name or checkpoint folder")
-    hooks.set_defaults(run=run_hooks)
+    hooks.set_defaults(run=run_hooks, parser=hooks)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``interp`` command; returns its exit code (0 ok, 1 runtime, 2 usage).
+    """Run the ``interp`` command; returns its exit code (0 ok, 1 runtime). A usage error
+    prints the usage and exits 2 (``SystemExit``), as argparse does.
 
     Example:
         >>> main(["hooks", "--model", "attn-only-2l"])
     """
     args = build_parser().parse_args(argv)
     if args.command == "report" and (args.answer or args.wrong_answer) and not args.corrupted:
-        build_parser().error("--answer and --wrong-answer need --corrupted")
+        args.parser.error("--answer and --wrong-answer need --corrupted")
     try:
         args.run(args)
+    except UsageError as error:
+        args.parser.error(str(error))
     except (CommandError, ValueError, KeyError, FileNotFoundError, RuntimeError, OSError) as error:
-        print(f"interp: error: {error}", file=sys.stderr)
+        print(terminal_text(f"interp: error: {error}"), file=sys.stderr)
         return 1
     return 0
 

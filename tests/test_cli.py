@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from interp import HookedTransformer, HookedTransformerConfig
-from interp.cli import hook_shapes, main
+from interp.cli import hook_shapes, main, terminal_text
 
 
 def _interp_command() -> list[str]:
@@ -123,21 +123,94 @@ def test_help_exits_0_everywhere(capsys):
     assert "--corrupted" in capsys.readouterr().out
 
 
-def test_runtime_errors_exit_1_with_a_clear_message(model_dir, tmp_path, capsys):
-    assert main(["hooks", "--model", str(tmp_path / "missing-model")]) == 1
-    assert "missing-model" in capsys.readouterr().err
-    code = main(
-        [
-            "report",
-            "--model",
-            str(model_dir),
-            "--prompt",
-            "The cat sat",
-            "--corrupted",
-            "The",
-            "--out",
-            str(tmp_path / "r.html"),
-        ]
+def _usage_error(argv: list[str], capsys) -> str:
+    """Runs the command, checks it exits 2 with its usage, and returns stderr."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: interp {argv[0]}")
+    return err
+
+
+def test_an_unknown_model_is_a_usage_error_suggesting_the_closest_shipped_name(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    err = _usage_error(["hooks", "--model", "attn-only-2"], capsys)
+    assert "unknown model 'attn-only-2': did you mean 'attn-only-2l'?" in err
+    assert "not a shipped model (attn-only-2l, shakespeare-char)" in err
+    err = _usage_error(["hooks", "--model", str(tmp_path / "missing-model")], capsys)
+    assert f"unknown model {str(tmp_path / 'missing-model')!r}: It is not" in err
+
+
+def _report_argv(model: str, out, *extra: str) -> list[str]:
+    return ["report", "--model", model, "--out", str(out), *extra]
+
+
+def test_a_corrupted_prompt_of_another_length_is_a_usage_error(model_dir, tmp_path, capsys):
+    argv = _report_argv(str(model_dir), tmp_path / "r.html", "--prompt", "The cat sat")
+    err = _usage_error([*argv, "--corrupted", "The"], capsys)
+    assert "--corrupted is 2 tokens and --prompt 4 (['<|endoftext|>', 'The'] vs" in err
+    assert "give prompts of the same length in tokens" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_an_answer_of_several_tokens_is_a_usage_error(tmp_path, capsys):
+    argv = _report_argv("attn-only-2l", tmp_path / "r.html", "--prompt", "1 2 3 1 2")
+    argv += ["--corrupted", "1 4 3 1 2"]
+    err = _usage_error([*argv, "--answer", "3 4"], capsys)
+    assert "--answer '3 4' is 2 tokens for attn-only-2l (['3', '4']); give one token" in err
+    err = _usage_error([*argv, "--answer", "3", "--wrong-answer", "4 5"], capsys)
+    assert "--wrong-answer '4 5' is 2 tokens" in err and "e.g. --wrong-answer '4'" in err
+
+
+def test_a_checkpoint_that_fails_to_load_is_a_runtime_error_exit_1(tmp_path, capsys):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "config.json").write_text("{not json", encoding="utf-8")
+    assert main(["hooks", "--model", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"interp: error: Could not load {str(folder)!r}")
+
+
+def test_control_characters_from_names_and_prompts_reach_the_terminal_escaped(
+    model_dir, tmp_path, capsys
+):
+    red = "\x1b[31m"
+    folder = tmp_path / f"{red}broken"
+    folder.mkdir()
+    (folder / "config.json").write_text("{not json", encoding="utf-8")
+    assert main(["hooks", "--model", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[31mbroken" in err
+
+    err = _usage_error(["hooks", "--model", f"{red}attn-only-2l"], capsys)
+    assert "\x1b" not in err and "unknown model '\\x1b[31mattn-only-2l'" in err
+
+    model = HookedTransformer.from_pretrained(str(model_dir))
+    model.cfg.model_name = f"{red}evil\u202e"  # an ANSI colour and a right-to-left override
+    named = tmp_path / "named"
+    model.save(named)
+    assert main(["hooks", "--model", str(named)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "hook points of \\x1b[31mevil\\u202e;" in out
+
+    out_file = tmp_path / f"{red}r.html"
+    prompt = f"The {red}cat sat"
+    assert main(_report_argv(str(model_dir), out_file, "--prompt", prompt)) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert f"report written to {out_file.resolve()}".replace(red, "\\x1b[31m") in out
+    assert terminal_text(f"a{red}\n\tb\u200b") == "a\\x1b[31m\n\tb\\u200b"
+
+
+def test_a_prompt_the_model_cannot_take_is_a_runtime_error_exit_1(tmp_path, capsys):
+    argv = _report_argv("shakespeare-char", tmp_path / "r.html", "--prompt", "ROMEO: \u20ac")
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "interp: error: Characters ['\u20ac'] are not in this model's alphabet of 65 "
+        "characters; remove or replace them.\n"
     )
-    assert code == 1
-    assert "same length in tokens" in capsys.readouterr().err
