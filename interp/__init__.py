@@ -1,6 +1,6 @@
 """interp: a mechanistic-interpretability toolkit for GPT-2-family transformers."""
 
-from interp import analysis, patching, utils
+from interp import analysis, hook_points, patching, utils
 from interp.analysis import FactoredMatrix
 from interp.cache import ActivationCache
 from interp.config import HookedTransformerConfig
@@ -18,6 +18,7 @@ __all__ = [
     "HookedTransformerConfig",
     "analysis",
     "get_tokenizer",
+    "hook_points",
     "list_models",
     "load_model",
     "patching",
