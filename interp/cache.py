@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -10,10 +13,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.analysis.labels import neuron_labels
-from interp.utils import get_act_name
+from interp.utils import Slice, get_act_name
+from interp.utils.slice import to_python_int
 
-# Which positions to keep: None (all), an int (drops the pos axis), a slice, or indices.
-PosSlice = int | slice | Sequence[int] | Tensor | None
+# Which positions to keep: None (all), an int (drops the pos axis), a (start, stop[, step])
+# tuple or a slice, indices, or a Slice; as TransformerLens's ``Slice(pos_slice)``.
+PosSlice = int | slice | tuple | Sequence[int] | Tensor | Slice | None
 
 
 def slice_positions(tensor: Tensor, pos_slice: PosSlice, dim: int) -> Tensor:
@@ -23,10 +28,15 @@ def slice_positions(tensor: Tensor, pos_slice: PosSlice, dim: int) -> Tensor:
         >>> slice_positions(torch.zeros(2, 5, 3), -1, dim=-2).shape
         torch.Size([2, 3])
     """
+    if isinstance(pos_slice, Slice):
+        pos_slice = None if pos_slice.mode == "identity" else pos_slice.slice
     if pos_slice is None:
         return tensor
-    if isinstance(pos_slice, int):
-        return tensor.select(dim, pos_slice)
+    as_int = to_python_int(pos_slice)
+    if as_int is not None:
+        return tensor.select(dim, as_int)
+    if isinstance(pos_slice, tuple):
+        pos_slice = slice(*pos_slice)
     if isinstance(pos_slice, slice):
         return tensor[(slice(None),) * (dim % tensor.ndim) + (pos_slice,)]
     indices = torch.as_tensor(pos_slice, device=tensor.device)
@@ -57,29 +67,59 @@ class ActivationCache:
 
     # ------------------------------------------------------------------ mapping protocol
     def key_of(self, key: str | tuple) -> str:
-        """The full hook name for a key: a name, or ``(name, layer[, layer_type])``."""
+        """The full hook name for a key: a name, or ``(name, layer[, layer_type])``; a layer
+        counts from the end when negative and must exist in the model."""
         if isinstance(key, str):
             return get_act_name(key)
         if not isinstance(key, tuple) or not 1 <= len(key) <= 3:
             raise KeyError(
                 f"Cache keys are a hook name or (name, layer[, layer_type]); got {key!r}."
             )
-        name, layer, *layer_type = key
-        if isinstance(layer, int) and layer < 0:
-            layer += self.model.cfg.n_layers
+        name, layer, *layer_type = (*key, None)[: max(len(key), 2)]
+        if to_python_int(layer) is not None and self.model is not None:
+            layer, n_layers = to_python_int(layer), self.model.cfg.n_layers
+            if not -n_layers <= layer < n_layers:
+                raise KeyError(
+                    f"Layer {layer} in cache key {key!r} is out of range: this model has "
+                    f"n_layers={n_layers}, so pass 0..{n_layers - 1} (or -{n_layers}..-1 to "
+                    "count from the end)."
+                )
+            layer %= n_layers
         return get_act_name(name, layer, *layer_type)
 
     def __getitem__(self, key: str | tuple) -> Tensor:
+        if isinstance(key, str) and key in self.cache_dict:
+            return self.cache_dict[key]
         name = self.key_of(key)
         if name not in self.cache_dict:
-            raise KeyError(
-                f"{name!r} is not in this cache. It holds {len(self.cache_dict)} activations, "
-                f"e.g. {list(self.cache_dict)[:5]}; widen run_with_cache's names_filter to keep it."
-            )
+            raise KeyError(self._missing_key_message(key, name))
         return self.cache_dict[name]
 
+    def _missing_key_message(self, key: str | tuple, name: str) -> str:
+        """Why ``name`` is not here: the model has no such hook (with the closest names), or
+        it has one that the run did not keep."""
+        hook_dict = getattr(self.model, "hook_dict", None)
+        hook_name = name.removesuffix("_grad")
+        shown = repr(key) if key == name else f"{key!r} (hook {name!r})"
+        if hook_dict is not None and hook_name not in hook_dict:
+            close = difflib.get_close_matches(hook_name, list(hook_dict), n=5, cutoff=0.5)
+            hint = f" Closest valid names: {close}." if close else ""
+            if hook_name.endswith("attn.hook_result"):
+                hint += " Call cache.compute_head_results() (or model.set_use_attn_result(True))."
+            return f"This model has no hook point named {shown}.{hint}"
+        what = "gradient of " if name.endswith("_grad") else ""
+        fix = "pass incl_bwd=True and " if what else ""
+        return (
+            f"The {what}{shown} is not in this cache: it holds {len(self.cache_dict)} "
+            f"activations, e.g. {list(self.cache_dict)[:5]}; {fix}widen run_with_cache's "
+            "names_filter to keep it."
+        )
+
     def __contains__(self, key: str | tuple) -> bool:
-        return self.key_of(key) in self.cache_dict
+        try:
+            return key in self.cache_dict or self.key_of(key) in self.cache_dict
+        except KeyError:
+            return False
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.cache_dict)
@@ -122,6 +162,34 @@ class ActivationCache:
         self.cache_dict = {k: v[0] for k, v in self.cache_dict.items()}
         self.has_batch_dim = False
         return self
+
+    def toggle_autodiff(self, mode: bool = False) -> None:
+        """``torch.set_grad_enabled(mode)``, as TransformerLens: global state, for the whole
+        process (``with torch.inference_mode():`` is the local alternative)."""
+        logging.warning("Changed the global state, set autodiff to %s", mode)
+        torch.set_grad_enabled(mode)
+
+    def apply_slice_to_batch_dim(self, batch_slice: Slice | PosSlice) -> ActivationCache:
+        """A new cache with ``batch_slice`` applied to the batch axis of every activation (an
+        int drops the axis); entries whose first axis is not the batch are left as they are.
+
+        Example:
+            >>> first_two = cache.apply_slice_to_batch_dim([0, 1])
+            >>> one = cache.apply_slice_to_batch_dim(0)   # has_batch_dim is now False
+        """
+        batch_slice = batch_slice if isinstance(batch_slice, Slice) else Slice(batch_slice)
+        if not self.has_batch_dim:
+            raise ValueError(
+                "This cache has no batch axis (remove_batch_dim was applied), so "
+                f"batch_slice={batch_slice.slice!r} cannot be applied."
+            )
+        sizes = Counter(t.shape[0] for t in self.cache_dict.values() if t.ndim > 0)
+        batch_size = sizes.most_common(1)[0][0] if sizes else 1
+        sliced = {
+            name: batch_slice.apply(t, dim=0) if t.ndim > 0 and t.shape[0] == batch_size else t
+            for name, t in self.cache_dict.items()
+        }
+        return ActivationCache(sliced, self.model, has_batch_dim=batch_slice.mode != "int")
 
     # --------------------------------------------------- residual-stream decompositions
     # Stacks put the component axis first: [component, batch, pos, d_model] (no batch axis
@@ -218,6 +286,22 @@ class ActivationCache:
         and ``W_O``) in the cache, for code that reads ``cache["result", l]`` directly."""
         for layer in range(self.model.cfg.n_layers):
             self.cache_dict[get_act_name("result", layer)] = self._head_results(layer)
+
+    def stack_activation(
+        self, activation_name: str, layer: int | None = -1, sublayer_type: str | None = None
+    ) -> Float[Tensor, "layers_covered ..."]:
+        """``activation_name`` of every block before ``layer`` (-1 or None: every block),
+        stacked on a new first axis.
+
+        Example:
+            >>> cache.stack_activation("pattern").shape   # [n_layers, batch, head, q, k]
+        """
+        layer = self._resid_layer(layer)
+        if layer == 0:
+            raise ValueError(
+                "stack_activation(layer=0) would stack no blocks: pass 1..n_layers (or -1)."
+            )
+        return torch.stack([self[(activation_name, i, sublayer_type)] for i in range(layer)])
 
     def stack_head_results(
         self,
@@ -342,6 +426,9 @@ class ActivationCache:
         layer: int | None = None,
         mlp_input: bool = False,
         pos_slice: PosSlice = None,
+        batch_slice: PosSlice = None,
+        has_batch_dim: bool = True,
+        recompute_ln: bool = False,
     ) -> Float[Tensor, "component *batch_and_pos d_model"]:
         """Each component as the layer norm reading ``layer`` sees it: centred and divided by
         that norm's cached scale (``ln1``, ``ln2`` with ``mlp_input``, or ``ln_final`` for
@@ -351,14 +438,27 @@ class ActivationCache:
         the normalised stream. As in TransformerLens the norm's weight and bias are not
         applied (``logit_attrs`` folds ``ln_final.w`` into its directions instead). Models
         without layer norm get the stack back unchanged. ``pos_slice`` must be the one the
-        stack was built with.
+        stack was built with; ``batch_slice`` is applied to the stack (when
+        ``has_batch_dim``) and to the scale.
+
+        ``recompute_ln=True`` with the final layer (TransformerLens's logit-lens mode) instead
+        runs ``ln_final`` itself on each component, with statistics recomputed from that
+        component and the norm's weight and bias applied; the stack is then no longer linear.
+        For other layers it is ignored, as in TransformerLens.
 
         Example:
             >>> stack = cache.apply_ln_to_stack(cache.decompose_resid(pos_slice=-1), pos_slice=-1)
+            >>> lens = cache.apply_ln_to_stack(cache.accumulated_resid(), recompute_ln=True)
         """
         layer = self._resid_layer(layer, mlp_input)
-        if self.model.cfg.normalization_type is None:
+        batch_slice = batch_slice if isinstance(batch_slice, Slice) else Slice(batch_slice)
+        if has_batch_dim:
+            residual_stack = batch_slice.apply(residual_stack, dim=1)
+        normalization = self.model.cfg.normalization_type
+        if normalization is None:
             return residual_stack
+        if recompute_ln and layer == self.model.cfg.n_layers:
+            return self.model.ln_final(residual_stack)
         if layer == self.model.cfg.n_layers:
             scale_name = "ln_final.hook_scale"
         else:
@@ -369,14 +469,17 @@ class ActivationCache:
                 "with a names_filter that keeps it (or without a filter)."
             )
         scale = slice_positions(self.cache_dict[scale_name], pos_slice, -2)  # [*batch_pos, 1]
+        if self.has_batch_dim:
+            scale = batch_slice.apply(scale, dim=0)
         if residual_stack.shape[1:-1] != scale.shape[:-1]:
             raise ValueError(
                 f"The stack's batch/position shape {tuple(residual_stack.shape[1:-1])} does not "
-                f"match the cached scale's {tuple(scale.shape[:-1])}: pass the pos_slice the "
-                "stack was built with."
+                f"match the cached scale's {tuple(scale.shape[:-1])}: pass the pos_slice (and "
+                "batch_slice) the stack was built with."
             )
-        centred = residual_stack - residual_stack.mean(dim=-1, keepdim=True)
-        return centred / scale.to(residual_stack)
+        if normalization in ("LN", "LNPre"):  # RMS norms divide without centring
+            residual_stack = residual_stack - residual_stack.mean(dim=-1, keepdim=True)
+        return residual_stack / scale.to(residual_stack)
 
     def logit_attrs(
         self,
@@ -460,6 +563,10 @@ class ActivationCache:
         d_mlp = self.model.cfg.d_mlp
         if d_mlp is None:
             raise ValueError("This model is attention-only: it has no MLP neurons.")
+        if isinstance(neuron_slice, Slice):
+            neuron_slice = None if neuron_slice.mode == "identity" else neuron_slice.slice
+        if isinstance(neuron_slice, tuple):
+            neuron_slice = slice(*neuron_slice)
         if neuron_slice is None or isinstance(neuron_slice, slice):
             return torch.arange(d_mlp)[neuron_slice or slice(None)]
         indices = torch.as_tensor(
