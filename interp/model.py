@@ -16,9 +16,11 @@ from tqdm.auto import tqdm
 from interp.analysis.factored_matrix import FactoredMatrix
 from interp.components import Embed, LayerNorm, PosEmbed, TransformerBlock, Unembed
 from interp.config import HookedTransformerConfig
+from interp.devices import check_device
 from interp.hooks import HookedRootModule, HookPoint, NamesFilter
 from interp.kv_cache import KeyValueCache
 from interp.sampling import sample_next_token
+from interp.tokenization import PaddingSide, TokenizationMixin
 from interp.tokenizers import get_tokenizer
 
 TextOrTokens = str | Sequence[str] | Int[Tensor, "batch pos"] | Int[Tensor, " pos"]
@@ -26,7 +28,7 @@ ReturnType = Literal["logits", "loss", "both", None]
 _BLOCK_HOOK = re.compile(r"^blocks\.(\d+)\.")
 
 
-class HookedTransformer(HookedRootModule):
+class HookedTransformer(TokenizationMixin, HookedRootModule):
     """A GPT-2-style transformer with TransformerLens's hook names and parameter layout.
 
     Example:
@@ -56,6 +58,21 @@ class HookedTransformer(HookedRootModule):
         self.setup()
         if cfg.device is not None:
             self.to(cfg.device)
+
+    def to(self, *args: Any, **kwargs: Any) -> HookedTransformer:
+        """``nn.Module.to``, with a clear error for a device this machine does not have
+        (``"gpu"``, ``"cuda"`` without CUDA) before anything moves."""
+        device = kwargs.get("device", args[0] if args else None)
+        if isinstance(device, (str, torch.device)) or (
+            isinstance(device, int) and not isinstance(device, bool)
+        ):
+            check_device(device)
+        return super().to(*args, **kwargs)
+
+    def cuda(self, device: torch.device | int | None = None) -> HookedTransformer:
+        """``nn.Module.cuda``, with a clear error when CUDA is not available."""
+        check_device("cuda" if device is None else device)
+        return super().cuda(device)
 
     def init_weights(self) -> None:
         """GPT-2's initialisation: weights ~ N(0, init_range), biases 0, norms 1."""
@@ -90,6 +107,7 @@ class HookedTransformer(HookedRootModule):
         return_type: ReturnType = "logits",
         loss_per_token: bool = False,
         prepend_bos: bool | None = None,
+        padding_side: PaddingSide | None = None,
         attention_mask: Int[Tensor, "batch pos"] | None = None,
         start_at_layer: int | None = None,
         stop_at_layer: int | None = None,
@@ -101,7 +119,8 @@ class HookedTransformer(HookedRootModule):
         Returns logits [batch, pos, d_vocab], the mean next-token loss (or per token,
         [batch, pos - 1], with ``loss_per_token``), both, or None. With ``stop_at_layer=k``
         returns the residual stream entering block k, [batch, pos, d_model].
-        ``attention_mask`` (1 = token, 0 = padding) supports left-padded batches.
+        ``attention_mask`` (1 = token, 0 = padding) supports left-padded batches; text is
+        padded on ``padding_side`` (default ``model.tokenizer.padding_side``) and masked.
         """
         if return_type not in ("logits", "loss", "both", None):
             raise ValueError(
@@ -109,20 +128,19 @@ class HookedTransformer(HookedRootModule):
             )
         start = self._layer_index(start_at_layer, "start_at_layer", default=0)
         stop = self._layer_index(stop_at_layer, "stop_at_layer", default=self.cfg.n_layers)
-        past_len = past_kv_cache.length if past_kv_cache is not None else 0
-
         if start_at_layer is None:
-            if isinstance(input, (str, list, tuple)):
-                if attention_mask is not None:
-                    raise ValueError("Pass attention_mask with token ids, not with text.")
-                tokens, attention_mask = self._tokenize(input, prepend_bos, padding_side="right")
-            else:
-                tokens = self.check_tokens(input, past_len)
-            if past_kv_cache is not None:
-                attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, tokens)
-            residual = self.embed_tokens(tokens, attention_mask, past_len)
+            residual, tokens, _, attention_mask = self.input_to_embed(
+                input, prepend_bos, padding_side, attention_mask, past_kv_cache
+            )
         else:
-            residual = input
+            residual = self._check_residual(input, start_at_layer)
+            if tokens is not None:
+                tokens = self.check_tokens(tokens)
+            if attention_mask is not None:
+                past_len = past_kv_cache.length if past_kv_cache is not None else 0
+                attention_mask = self.check_attention_mask(
+                    attention_mask, residual.shape[0], residual.shape[1], past_len
+                )
         key_padding_mask = (
             attention_mask.bool()
             if attention_mask is not None and not attention_mask.all()
@@ -145,6 +163,70 @@ class HookedTransformer(HookedRootModule):
             raise ValueError("return_type='loss' with start_at_layer needs tokens=.")
         loss = lm_cross_entropy_loss(logits, tokens, attention_mask, loss_per_token)
         return loss if return_type == "loss" else (logits, loss)
+
+    def input_to_embed(
+        self,
+        input: TextOrTokens,
+        prepend_bos: bool | None = None,
+        padding_side: PaddingSide | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        past_kv_cache: KeyValueCache | None = None,
+    ) -> tuple[
+        Float[Tensor, "batch pos d_model"],
+        Int[Tensor, "batch pos"],
+        None,
+        Int[Tensor, "batch all_pos"] | None,
+    ]:
+        """The residual stream entering block 0 (``hook_embed`` and ``hook_pos_embed`` fire),
+        as TransformerLens returns it: ``(residual, tokens, shortformer_pos_embed,
+        attention_mask)``. ``shortformer_pos_embed`` is always None (no model here adds
+        positions inside attention); the mask covers cached plus new positions and is None
+        when nothing is padded. ``forward(residual, start_at_layer=0, attention_mask=...)``
+        resumes the pass.
+
+        Example:
+            >>> residual, tokens, _, mask = model.input_to_embed(["Hi there", "Hello"])
+        """
+        past_len = past_kv_cache.length if past_kv_cache is not None else 0
+        if isinstance(input, (str, list, tuple)):
+            if attention_mask is not None:
+                raise ValueError(
+                    "Pass attention_mask with token ids, not with text: text is padded and "
+                    "masked for you."
+                )
+            tokens, attention_mask = self._tokenize(input, prepend_bos, padding_side)
+            tokens = self.check_tokens(tokens, past_len)
+        else:
+            tokens = self.check_tokens(input, past_len)
+        if attention_mask is not None:
+            attention_mask = self.check_attention_mask(
+                attention_mask, tokens.shape[0], tokens.shape[1], past_len
+            )
+        if past_kv_cache is not None:
+            attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, tokens)
+        residual = self.embed_tokens(tokens, attention_mask, past_len)
+        return residual, tokens, None, attention_mask
+
+    def _check_residual(self, residual: Any, start_at_layer: int) -> Tensor:
+        """The residual stream fed with ``start_at_layer``, or an error saying what it must be."""
+        expected = f"a float tensor [batch, pos, d_model={self.cfg.d_model}]"
+        if not isinstance(residual, Tensor) or not residual.is_floating_point():
+            got = (
+                f"a {residual.dtype} tensor of shape {tuple(residual.shape)}"
+                if isinstance(residual, Tensor)
+                else type(residual).__name__
+            )
+            raise TypeError(
+                f"start_at_layer={start_at_layer} expects the residual stream, {expected} "
+                f"(e.g. cache['resid_pre', {start_at_layer}]), got {got}; token ids and text "
+                "go in without start_at_layer."
+            )
+        if residual.ndim != 3 or residual.shape[-1] != self.cfg.d_model:
+            raise ValueError(
+                f"start_at_layer={start_at_layer} expects the residual stream, {expected}, "
+                f"got shape {tuple(residual.shape)}."
+            )
+        return residual
 
     def embed_tokens(
         self,
@@ -170,44 +252,6 @@ class HookedTransformer(HookedRootModule):
         if not -n <= layer <= n:
             raise ValueError(f"{what}={layer} is out of range for a {n}-layer model.")
         return layer % n if layer < 0 else layer
-
-    def check_tokens(self, tokens: Any, past_len: int = 0) -> Int[Tensor, "batch pos"]:
-        """Token ids as [batch, pos] on the model's device, or a clear error: not an integer
-        tensor, empty, longer than n_ctx (counting ``past_len`` cached positions), or an id
-        outside [0, d_vocab).
-
-        Example:
-            >>> model.check_tokens(torch.tensor([1, 2, 3])).shape
-            torch.Size([1, 3])
-        """
-        if not isinstance(tokens, Tensor):
-            raise TypeError(f"Expected text or a tensor of token ids, got {type(tokens).__name__}.")
-        if tokens.is_floating_point() or tokens.is_complex():
-            raise TypeError(
-                f"Token ids must be an integer tensor, got {tokens.dtype}; "
-                "to feed a residual stream, pass start_at_layer."
-            )
-        if tokens.ndim == 1:
-            tokens = tokens[None]
-        if tokens.ndim != 2:
-            raise ValueError(f"Token ids must be [batch, pos], got shape {tuple(tokens.shape)}.")
-        if tokens.numel() == 0:
-            raise ValueError(
-                f"Empty input (token shape {tuple(tokens.shape)}): pass at least one token."
-            )
-        if past_len + tokens.shape[1] > self.cfg.n_ctx:
-            raise ValueError(
-                f"Sequence of {past_len + tokens.shape[1]} tokens is longer than the model's "
-                f"context n_ctx={self.cfg.n_ctx}; truncate it (e.g. tokens[:, -{self.cfg.n_ctx}:])."
-            )
-        low, high = int(tokens.min()), int(tokens.max())
-        if low < 0 or high >= self.cfg.d_vocab:
-            bad = low if low < 0 else high
-            raise ValueError(
-                f"Token id {bad} is outside the vocabulary [0, {self.cfg.d_vocab}); "
-                "check that the tokens come from this model's tokenizer."
-            )
-        return tokens.to(self.device)
 
     @staticmethod
     def _extend_cached_mask(
@@ -237,6 +281,8 @@ class HookedTransformer(HookedRootModule):
             >>> _, cache = model.run_with_cache(tokens, names_filter="blocks.1.hook_resid_post",
             ...                                 return_type=None)   # runs blocks 0 and 1 only
         """
+        if kwargs.get("device") is not None:
+            check_device(kwargs["device"])
         if kwargs.get("return_type", "logits") is None and kwargs.get("stop_at_layer") is None:
             kwargs["stop_at_layer"] = self.last_layer_needed(self.hook_names(names_filter))
             if kwargs["stop_at_layer"] is not None:  # the output is then a residual stream
@@ -256,104 +302,6 @@ class HookedTransformer(HookedRootModule):
             needed = max(needed, int(match.group(1)) + 1)
         return None if needed == self.cfg.n_layers else needed
 
-    # ------------------------------------------------------------------ tokens in and out
-    def _require_tokenizer(self) -> Any:
-        if self.tokenizer is None:
-            raise ValueError(
-                "This model has no tokenizer; pass token ids, or build it with "
-                "HookedTransformer(cfg, tokenizer=interp.get_tokenizer('gpt2'))."
-            )
-        return self.tokenizer
-
-    def _tokenize(
-        self,
-        text: str | Sequence[str],
-        prepend_bos: bool | None,
-        padding_side: Literal["left", "right"],
-    ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch pos"] | None]:
-        """Token ids for one text or a batch, padded, with a mask when padding was needed."""
-        tokenizer = self._require_tokenizer()
-        texts = [text] if isinstance(text, str) else list(text)
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise ValueError("Expected a string or a non-empty list of strings.")
-        if prepend_bos is None:
-            prepend_bos = self.cfg.default_prepend_bos and tokenizer.bos_token_id is not None
-        if prepend_bos and tokenizer.bos_token_id is None:
-            raise ValueError("This tokenizer has no BOS token; pass prepend_bos=False.")
-        bos = [tokenizer.bos_token_id] if prepend_bos else []
-        ids = [bos + tokenizer.encode(t) for t in texts]
-        longest = max(len(i) for i in ids)
-        if longest == 0:
-            raise ValueError("Empty input: the text has no tokens.")
-        pad = [tokenizer.pad_token_id]
-        padded = [
-            (i + pad * (longest - len(i)))
-            if padding_side == "right"
-            else (pad * (longest - len(i)) + i)
-            for i in ids
-        ]
-        tokens = self.check_tokens(torch.tensor(padded))
-        if all(len(i) == longest for i in ids):
-            return tokens, None
-        mask = [
-            ([1] * len(i) + [0] * (longest - len(i)))
-            if padding_side == "right"
-            else ([0] * (longest - len(i)) + [1] * len(i))
-            for i in ids
-        ]
-        return tokens, torch.tensor(mask, device=self.device)
-
-    def to_tokens(
-        self,
-        input: str | Sequence[str],
-        prepend_bos: bool | None = None,
-        padding_side: Literal["left", "right"] = "right",
-    ) -> Int[Tensor, "batch pos"]:
-        """Token ids [batch, pos] on the model's device, BOS first by default (GPT-2).
-
-        Example:
-            >>> model.to_tokens("Hello world")
-            tensor([[50256, 15496,   995]])
-        """
-        return self._tokenize(input, prepend_bos, padding_side)[0]
-
-    def to_str_tokens(
-        self, input: str | Tensor | Sequence[int] | Sequence[str], prepend_bos: bool | None = None
-    ) -> list[str] | list[list[str]]:
-        """Each token's text. A list of strings gives a list of lists.
-
-        Example:
-            >>> model.to_str_tokens("Hello world")
-            ['<|endoftext|>', 'Hello', ' world']
-        """
-        tokenizer = self._require_tokenizer()
-        if isinstance(input, (list, tuple)) and input and isinstance(input[0], str):
-            return [self.to_str_tokens(text, prepend_bos) for text in input]
-        if isinstance(input, str):
-            ids = self.to_tokens(input, prepend_bos)[0]
-        else:
-            ids = torch.as_tensor(input)
-            if ids.ndim == 2:
-                if ids.shape[0] != 1:
-                    return [self.to_str_tokens(row) for row in ids]
-                ids = ids[0]
-        return [tokenizer.token_str(int(i)) for i in ids]
-
-    def to_string(self, tokens: Int[Tensor, "... pos"] | Sequence[int]) -> str | list[str]:
-        """Decode token ids; a [batch, pos] tensor gives one string per row."""
-        tokenizer = self._require_tokenizer()
-        tokens = torch.as_tensor(tokens)
-        if tokens.ndim == 2:
-            return [tokenizer.decode(row.tolist()) for row in tokens]
-        return tokenizer.decode(tokens.tolist())
-
-    def to_single_token(self, string: str) -> int:
-        """The id of a string that is exactly one token (e.g. ``" Mary"``)."""
-        ids = self._require_tokenizer().encode(string)
-        if len(ids) != 1:
-            raise ValueError(f"{string!r} is {len(ids)} tokens, not one: {ids}.")
-        return ids[0]
-
     # ------------------------------------------------------------------------ generate
     @torch.no_grad()
     def generate(
@@ -370,20 +318,37 @@ class HookedTransformer(HookedRootModule):
         seed: int | None = None,
         return_type: Literal["input", "str", "tokens"] = "input",
         verbose: bool = False,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
     ) -> str | list[str] | Int[Tensor, "batch pos"]:
         """Continue text or tokens. Greedy when ``do_sample=False``; otherwise samples with
         temperature, top-k and top-p. Hooks attached to the model fire at every step (those of
         ``ln_final`` see only the last position, the only one whose logits are computed).
 
-        Returns text for text input (``return_type="input"``) and tokens for tokens.
+        Returns text for text input (``return_type="input"``) and tokens for tokens. A batch
+        of texts is padded on the left; left-padded token ids take their ``attention_mask``.
 
         Example:
             >>> model.generate("ROMEO:", max_new_tokens=50, temperature=0.8, seed=0)
         """
         if isinstance(input, (str, list, tuple)):
+            if attention_mask is not None:
+                raise ValueError(
+                    "Pass attention_mask with token ids, not with text: text is padded and "
+                    "masked for you."
+                )
             tokens, mask = self._tokenize(input, prepend_bos, padding_side="left")
+            tokens = self.check_tokens(tokens)
+            mask = mask.to(self.device) if mask is not None else None
         else:
-            tokens, mask = self.check_tokens(input), None
+            tokens = self.check_tokens(input)
+            mask = attention_mask
+            if mask is not None:
+                mask = self.check_attention_mask(mask, tokens.shape[0], tokens.shape[1])
+                if (mask[:, -1] == 0).any():
+                    raise ValueError(
+                        "generate needs left padding (each row's last token real): "
+                        "attention_mask has 0 in its last column."
+                    )
         # Where each row's text starts, after left padding and BOS, for decoding.
         n_padding = (mask == 0).sum(dim=1).tolist() if mask is not None else [0] * len(tokens)
         bos_prepended = not isinstance(input, Tensor) and (
@@ -476,6 +441,41 @@ class HookedTransformer(HookedRootModule):
     @property
     def b_U(self) -> Float[Tensor, " d_vocab"]:
         return self.unembed.b_U
+
+    def tokens_to_residual_directions(
+        self, tokens: str | int | Int[Tensor, "..."]
+    ) -> Float[Tensor, "... d_model"]:
+        """Each token's unembedding direction, its column of ``W_U``: a token's text, an id
+        or a 1-element tensor gives [d_model]; a tensor of ids [...] gives [..., d_model].
+        Fold the final LayerNorm first (``from_pretrained``'s default) or the directions
+        miss its scale.
+
+        Example:
+            >>> model.tokens_to_residual_directions(" Mary").shape
+            torch.Size([768])
+        """
+        if isinstance(tokens, str):
+            return self.W_U[:, self.to_single_token(tokens)]
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            tokens = torch.tensor(tokens)
+        if (
+            not isinstance(tokens, Tensor)
+            or tokens.dtype == torch.bool
+            or tokens.is_floating_point()
+            or tokens.is_complex()
+        ):
+            raise TypeError(
+                f"tokens must be a token's text, an id or an integer tensor of ids, got {tokens!r}."
+            )
+        low, high = (int(tokens.min()), int(tokens.max())) if tokens.numel() else (0, 0)
+        if low < 0 or high >= self.cfg.d_vocab:
+            raise ValueError(
+                f"Token id {low if low < 0 else high} is outside the vocabulary "
+                f"[0, {self.cfg.d_vocab}); check that the ids come from this model's tokenizer."
+            )
+        if tokens.numel() == 1:  # one token gives one direction, whatever the tensor's shape
+            return self.W_U[:, int(tokens.item())]
+        return self.W_U[:, tokens.to(self.device, torch.long)].movedim(0, -1)
 
     @property
     def W_Q(self) -> Float[Tensor, "n_layers n_heads d_model d_head"]:

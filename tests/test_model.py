@@ -113,7 +113,7 @@ def test_text_input_and_token_helpers(gpt2_model):
     assert model.to_string(tokens[0, 1:]) == text
     assert model.to_string(tokens) == ["<|endoftext|>" + text]
     assert model.to_single_token(" cat") == 3797
-    with pytest.raises(ValueError, match="not one"):
+    with pytest.raises(ValueError, match="is not a single token: it is 2 tokens"):
         model.to_single_token(" catastrophe happened")
     with torch.no_grad():
         torch.testing.assert_close(model(text), model(tokens))
