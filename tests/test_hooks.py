@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -294,3 +296,184 @@ def test_opt_in_hooks_switch_on_and_off_at_run_time():
     assert cache["result", 1].shape == (1, 3, 4, 32) and "blocks.1.hook_k_input" in cache
     model.set_use_attn_result(False)
     assert "blocks.0.attn.hook_result" not in model.hook_dict
+
+
+def no_hook_attached(model: HookedTransformer) -> bool:
+    return all(not hp.has_hooks for hp in model.hook_dict.values())
+
+
+def test_wrong_hook_return_dtype_or_device_names_hook_and_both():
+    model = make_model()
+    tokens = torch.randint(0, 50, (1, 4))
+    before = model(tokens)
+
+    def to_float64(resid, hook):
+        return resid.double()
+
+    def to_meta(resid, hook):
+        return torch.empty_like(resid, device="meta")
+
+    def scale(resid, hook, factor):
+        return (resid * factor[0]).half()
+
+    def grad_to_half(grad, hook):
+        return (grad.half(),)
+
+    with pytest.raises(TypeError) as error:
+        model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.hook_resid_mid", to_float64)])
+    assert str(error.value) == (
+        "Hook 'to_float64' on blocks.0.hook_resid_mid returned dtype torch.float64, but the "
+        "activation has dtype torch.float32; return a tensor of the same dtype (e.g. "
+        "`.to(torch.float32)`), or None to leave the activation unchanged."
+    )
+    with pytest.raises(ValueError) as error:
+        model.run_with_hooks(tokens, fwd_hooks=[("blocks.1.attn.hook_z", to_meta)])
+    assert str(error.value) == (
+        "Hook 'to_meta' on blocks.1.attn.hook_z returned a tensor on meta, but the activation "
+        "is on cpu; return a tensor of the same device (e.g. `.to('cpu')`), or None to leave "
+        "the activation unchanged."
+    )
+    big = functools.partial(scale, factor=torch.ones(1000))  # named without its arguments
+    with pytest.raises(TypeError, match=r"^Hook 'partial\(scale, \.\.\.\)' on hook_embed "):
+        model.run_with_hooks(tokens, fwd_hooks=[("hook_embed", big)])
+    with pytest.raises(TypeError, match="the gradient has dtype torch.float32"):
+        with model.hooks(bwd_hooks=[("blocks.1.hook_resid_pre", grad_to_half)]):
+            model(tokens, return_type="loss").backward()
+    assert no_hook_attached(model)
+    torch.testing.assert_close(model(tokens), before, atol=0, rtol=0)
+
+
+def test_autocast_lets_a_hook_return_another_float_dtype():
+    model = make_model()
+    tokens = torch.randint(0, 50, (1, 4))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        kept = model.run_with_hooks(
+            tokens, fwd_hooks=[("blocks.0.hook_mlp_out", lambda x, hook: x)]
+        )
+        upcast = model.run_with_hooks(
+            tokens, fwd_hooks=[("blocks.0.hook_mlp_out", lambda x, hook: x.float())]
+        )
+    torch.testing.assert_close(upcast, kept, atol=0, rtol=0)
+
+
+def ablate(x, hook):
+    return x * 0
+
+
+FWD_FIX = "pass a list of (name, fn) pairs: fwd_hooks=[(name, fn)]"
+
+
+@pytest.mark.parametrize(
+    "fwd_hooks, message",
+    [
+        (
+            ("hook_embed", ablate),
+            f"fwd_hooks=('hook_embed', {ablate!r}) is a single (name, fn) pair; {FWD_FIX}.",
+        ),
+        (
+            {"hook_embed": ablate},
+            f"fwd_hooks is a dict; {FWD_FIX}, e.g. fwd_hooks=list(hooks.items()).",
+        ),
+        ("hook_embed", f"fwd_hooks='hook_embed' is not a list; {FWD_FIX}."),
+        (
+            [("hook_embed", ablate), ablate],
+            f"fwd_hooks holds {ablate!r}, which is not a (name, fn) pair; {FWD_FIX}.",
+        ),
+        (
+            [("hook_embed", ablate), ("hook_pos_embed", 3)],
+            "fwd_hooks pairs 'hook_pos_embed' with 3; the hook must be callable as "
+            "fn(activation, hook).",
+        ),
+        (
+            [("hook_embed", ablate), (3, ablate)],
+            "fwd_hooks names the hook point 3; a name is a string "
+            "(e.g. 'blocks.0.hook_resid_pre') or a function name -> bool.",
+        ),
+    ],
+    ids=["bare-pair", "dict", "string", "not-a-pair", "not-callable", "bad-name"],
+)
+def test_malformed_fwd_hooks_say_how_to_pass_them_and_attach_nothing(fwd_hooks, message):
+    model = make_model()
+    tokens = torch.randint(0, 50, (1, 4))
+    before = model(tokens)
+    with pytest.raises(TypeError) as error:
+        model.run_with_hooks(tokens, fwd_hooks=fwd_hooks)
+    assert str(error.value) == message
+    with pytest.raises(TypeError) as error:
+        with model.hooks(fwd_hooks=[("hook_embed", ablate)], bwd_hooks=("hook_embed", ablate)):
+            pass
+    assert str(error.value).endswith("pass a list of (name, fn) pairs: bwd_hooks=[(name, fn)].")
+    assert no_hook_attached(model)
+    torch.testing.assert_close(model(tokens), before, atol=0, rtol=0)
+
+
+ALLOWED = "None, a hook name, a list of hook names, or a function name -> bool"
+
+
+@pytest.mark.parametrize(
+    "names_filter, message",
+    [
+        (3, f"names_filter=3 (int); it must be {ALLOWED}."),
+        (b"hook_embed", f"names_filter=b'hook_embed' (bytes); it must be {ALLOWED}."),
+        (
+            ["hook_embed", 3],
+            f"names_filter holds 3 (int), which is not a hook name; names_filter must be "
+            f"{ALLOWED}.",
+        ),
+        (
+            [["hook_embed"]],
+            f"names_filter holds ['hook_embed'] (list), which is not a hook name; "
+            f"names_filter must be {ALLOWED}.",
+        ),
+    ],
+    ids=["int", "bytes", "list-with-int", "nested-list"],
+)
+@pytest.mark.parametrize("return_type", ["logits", None])
+def test_names_filter_of_a_wrong_type_says_what_is_allowed(names_filter, message, return_type):
+    model = make_model()
+    tokens = torch.randint(0, 50, (1, 4))
+    with pytest.raises(TypeError) as error:
+        model.run_with_cache(tokens, names_filter=names_filter, return_type=return_type)
+    assert str(error.value) == message
+    with pytest.raises(TypeError, match="names_filter"):
+        model.add_caching_hooks(names_filter)
+    assert no_hook_attached(model)
+
+
+def test_incl_bwd_needs_gradients():
+    model = make_model()
+    tokens = torch.randint(0, 50, (1, 4))
+    expected = (
+        "run_with_cache(incl_bwd=True) runs a backward pass, but gradients are off here "
+        "(torch.no_grad() or torch.inference_mode()); backward hooks need gradients: "
+        "call it outside torch.no_grad()."
+    )
+    for no_gradients in (torch.no_grad, torch.inference_mode):
+        with no_gradients(), pytest.raises(RuntimeError) as error:
+            model.run_with_cache(tokens, return_type="loss", incl_bwd=True)
+        assert str(error.value) == expected
+    model.requires_grad_(False)
+    with pytest.raises(RuntimeError, match=r"call model.requires_grad_\(True\) first"):
+        model.run_with_cache(tokens, return_type="loss", incl_bwd=True)
+    assert no_hook_attached(model)
+
+
+def test_caching_hooks_take_transformer_lens_arguments():
+    model = make_model()
+    tokens = torch.randint(0, 50, (1, 4))
+    names = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern"]
+    _, reference = model.run_with_cache(tokens, names_filter=names, remove_batch_dim=True)
+    # TransformerLens's positional order: names_filter, incl_bwd, device, remove_batch_dim, cache.
+    mine: dict = {}
+    store, fwd, bwd = model.get_caching_hooks(names, False, None, True, mine)
+    with model.hooks(fwd, bwd):
+        model(tokens)
+    assert store is mine and bwd == []
+    cache = model.add_caching_hooks(names, remove_batch_dim=True)
+    model(tokens)
+    model.reset_hooks()
+    assert no_hook_attached(model)
+    for stored in (store, cache):
+        assert set(stored) == set(names)
+        for name in names:
+            torch.testing.assert_close(stored[name], reference[name], atol=0, rtol=0)
