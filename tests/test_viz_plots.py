@@ -111,3 +111,5 @@ def test_imshow_of_a_dict_it_cannot_draw_names_the_keys_to_pass():
         imshow({"s": torch.rand(2, 3), "labels": ["L0H0"]})
     with pytest.raises(ValueError, match="empty dict"):
         imshow({})
+    with pytest.raises(TypeError, match=r"tuple of \(dict, list\).*imshow\(scores\)"):
+        imshow(({"s": torch.rand(2, 3)}, [["L0H0"]]))

@@ -159,6 +159,12 @@ def imshow(
 
 def _panels(values: Array2D | Mapping[str, Array2D]) -> dict[str, np.ndarray]:
     """``imshow``'s matrices by panel name: one unnamed panel, or one per key of a dict."""
+    if isinstance(values, tuple) and values and isinstance(values[0], Mapping):
+        raise TypeError(
+            f"imshow got a tuple of ({', '.join(type(v).__name__ for v in values)}), such as "
+            "head_scores(..., return_labels=True) returns; pass its dict: "
+            "scores, labels = head_scores(...); imshow(scores)."
+        )
     if not isinstance(values, Mapping):
         return {"": _check_2d(values)}
     if not values:
