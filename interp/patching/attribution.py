@@ -18,11 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.patching.activation import BLOCK_PATCH_TYPES, HEAD_PATCH_TYPES
-from interp.patching.metrics import PatchingMetric
+from interp.patching.engine import check_same_shape
+from interp.patching.metrics import PatchingMetric, metric_value
 from interp.patching.results import LabelledTensor, label_result
 from interp.utils import get_act_name
 
@@ -46,20 +47,31 @@ ATTRIBUTION_KINDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 
-def _metric_value(metric: Callable, logits: Tensor, metric_positions) -> Tensor:
-    """The metric of one run as a scalar: batch-aware metrics are averaged over prompts."""
+def _metric_value(metric: Callable, logits: Tensor, metric_positions) -> Float[Tensor, ""]:
+    """The metric of one run as a scalar that carries the gradient: batch-aware metrics are
+    averaged over prompts."""
     if isinstance(metric, PatchingMetric):
-        return metric(logits).mean()
+        values = metric(logits)
+        if not isinstance(values, Tensor) or values.shape != (logits.shape[0],):
+            got = f"shape {tuple(values.shape)}" if isinstance(values, Tensor) else values
+            raise ValueError(
+                f"{type(metric).__name__} returned {got} for {logits.shape[0]} prompts; a "
+                "PatchingMetric returns one value per prompt, a [batch] tensor."
+            )
+        return values.float().mean()
     if metric_positions is not None:
         positions = [metric_positions] if isinstance(metric_positions, int) else metric_positions
         logits = logits[:, list(positions)]
-    value = torch.as_tensor(metric(logits))
-    if value.numel() != 1 and value.shape != (logits.shape[0],):
+    returned = metric(logits)
+    value = metric_value(returned, logits.shape[0], logits.shape)
+    if not value.requires_grad:
+        what = "a tensor without gradient" if isinstance(returned, Tensor) else "a number"
         raise ValueError(
-            f"The patching metric returned shape {tuple(value.shape)}; return a scalar or one "
-            "value per prompt."
+            f"Attribution patching differentiates the metric, but it returned {what} "
+            f"({type(returned).__name__} {returned!r:.40}); return a tensor computed from the "
+            "logits (no .item(), .detach() or NumPy), or use the exact get_act_patch_* functions."
         )
-    return value.float().mean()
+    return value
 
 
 def attribution_patch(
@@ -107,6 +119,8 @@ def attribution_patch(
         names = sorted(set(hook_names.values()))
         hooks = [("hook_embed", track_gradients)] + [(name, keep) for name in names]
         logits = model.run_with_hooks(tokens, fwd_hooks=hooks)
+        for name in names:
+            check_same_shape(name, clean_cache[name], corrupted[name])
         baseline = _metric_value(patching_metric, logits, metric_positions)
         gradients = torch.autograd.grad(baseline, [corrupted[name] for name in names])
     gradient_of = dict(zip(names, gradients, strict=True))

@@ -54,6 +54,28 @@ def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int 
     return int(where[0, 0]) if len(where) else None
 
 
+def check_same_shape(
+    name: str,
+    clean: Tensor,
+    corrupted: Tensor,
+    clean_label: str = "clean",
+    corrupted_label: str = "corrupted",
+) -> None:
+    """Raise if an activation's clean and corrupted values differ in shape: the prompts
+    differ in number or length, and patching one into the other would fail or broadcast.
+
+    Example:
+        >>> check_same_shape("blocks.0.hook_z", clean_cache["blocks.0.hook_z"], z)
+    """
+    if clean.shape != corrupted.shape:
+        raise ValueError(
+            f"The {clean_label} {name} has shape {tuple(clean.shape)} but the {corrupted_label} "
+            f"run's is {tuple(corrupted.shape)}; {clean_label} and {corrupted_label} prompts must "
+            "have the same number of prompts and of tokens: choose prompts that tokenize to the "
+            "same length (model.to_str_tokens shows the tokens)."
+        )
+
+
 def corrupted_run_cache(
     model: Any,
     tokens: Int[Tensor, "prompt pos"],
@@ -136,12 +158,7 @@ def run_patches(
     def patched_activation(run: PatchRun) -> Tensor:
         corrupted_act = corrupted[run.hook_name]
         clean_act = clean_cache[run.hook_name].to(corrupted_act)
-        if clean_act.shape != corrupted_act.shape:
-            raise ValueError(
-                f"The clean {run.hook_name} has shape {tuple(clean_act.shape)} but the corrupted "
-                f"run's is {tuple(corrupted_act.shape)}; clean and corrupted prompts must have "
-                "the same number of prompts and tokens."
-            )
+        check_same_shape(run.hook_name, clean_act, corrupted_act)
         return patch_setter(corrupted_act.clone(), list(run.index), clean_act)
 
     live_runs = []

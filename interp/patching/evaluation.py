@@ -10,7 +10,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.components import affine
-from interp.patching.metrics import MetricReads, PatchingMetric, infer_metric_reads
+from interp.patching.metrics import MetricReads, PatchingMetric, infer_metric_reads, metric_value
 
 # Logits (elements) computed at once for plain metrics, which are called run by run.
 LOGITS_BUDGET = 2**24
@@ -23,8 +23,10 @@ class MetricEvaluator:
     only their ``vocab`` columns are unembedded). Other callables are called once per run
     (TransformerLens style) with that run's logits: restricted to ``metric_positions`` when
     given; otherwise full-size, but with only the logits the metric was found to read
-    (``infer_metric_reads``, on the corrupted run) computed, the others NaN. ``positions`` is
-    what is unembedded (None: every position).
+    (``infer_metric_reads``, on the corrupted run) computed, the others NaN. Those full-size
+    logits are one buffer, rewritten for each run: a metric's value is copied out of it
+    before the next run's logits are written (a metric such as ``logits[0, -1, answer]``
+    returns a view into it). ``positions`` is what is unembedded (None: every position).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class MetricEvaluator:
         self.unembed_weight, self.unembed_bias = model.unembed.W_U, model.unembed.b_U
         self.reads: MetricReads | None = None  # what a plain metric reads, when found
         if self.batched:
+            metric.check_vocab(self.unembed_bias.shape[0])
             positions, vocab = metric.positions, metric.vocab
         elif metric_positions is not None:
             positions, vocab = metric_positions, None
@@ -90,10 +93,11 @@ class MetricEvaluator:
         n_runs = resid.shape[0] // self.n_prompts
         if self.batched:
             values = self.metric.score(self.logits(resid))
-            if values.shape != (resid.shape[0],):
+            if not isinstance(values, Tensor) or values.shape != (resid.shape[0],):
+                got = f"shape {tuple(values.shape)}" if isinstance(values, Tensor) else values
                 raise ValueError(
-                    f"{type(self.metric).__name__}.score returned shape {tuple(values.shape)} "
-                    f"for {resid.shape[0]} rows; a PatchingMetric returns one value per row."
+                    f"{type(self.metric).__name__}.score returned {got} for {resid.shape[0]} "
+                    "rows; a PatchingMetric returns one value per row, a [rows] tensor."
                 )
             return values.float().view(n_runs, self.n_prompts).mean(dim=1)
         # Several runs' logits at a time (one read of the unembedding), within a memory budget.
@@ -105,15 +109,10 @@ class MetricEvaluator:
                 values.append(self.per_run_value(run_logits))
         return torch.stack(values)
 
-    def per_run_value(self, logits: Float[Tensor, "prompt n_read n_columns"]) -> Tensor:
+    def per_run_value(self, logits: Float[Tensor, "prompt n_read n_columns"]) -> Float[Tensor, ""]:
+        """The metric of one run's logits, a 0-d float32 tensor of its own (never a view of
+        the logits, which the next run overwrites)."""
         if self.reads is not None:  # full-size logits, NaN where the metric does not read
             logits = self.reads.keep(logits, self.full_logits)
-        value = torch.as_tensor(self.metric(logits), device=logits.device)
-        if value.numel() == 1:
-            return value.reshape(()).float()
-        if value.shape == (self.n_prompts,):
-            return value.float().mean()
-        raise ValueError(
-            f"The patching metric returned shape {tuple(value.shape)}; return a scalar (or one "
-            f"value per prompt, [{self.n_prompts}]) for logits of shape {tuple(logits.shape)}."
-        )
+        value = metric_value(self.metric(logits), self.n_prompts, logits.shape)
+        return value.detach().to(logits.device, torch.float32, copy=True)

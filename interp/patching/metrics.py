@@ -22,9 +22,13 @@ patched runs, the others are NaN.
 
 from __future__ import annotations
 
+import math
+import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
@@ -32,6 +36,82 @@ from torch import Tensor
 
 def _positions(positions: int | Sequence[int]) -> tuple[int, ...]:
     return (positions,) if isinstance(positions, int) else tuple(int(p) for p in positions)
+
+
+METRIC_RETURNS = (
+    "a number: a 0-d tensor, a Python float, a 1-element tensor, or one value per prompt "
+    "[n_prompts] (averaged)"
+)
+
+
+def metric_value(
+    value: object, n_prompts: int, logits_shape: Sequence[int] | None = None
+) -> Float[Tensor, ""]:
+    """A plain metric's result for one run as a 0-d float tensor, gradients kept.
+
+    Accepts a 0-d or 1-element tensor, a Python or NumPy number or array of one element, or
+    one value per prompt [n_prompts] (averaged, as the batched engine averages a run's rows).
+    Anything else (None, a string, a bool, a tensor of another shape) is a ``ValueError``
+    naming what the metric returned. The result may be a view of the metric's input: copy it
+    before that input is overwritten.
+
+    Example:
+        >>> metric_value(logits[0, -1, 42], n_prompts=2)        # 0-d
+        >>> metric_value(logits[:, -1, 42], n_prompts=2)        # [2] -> its mean
+        >>> metric_value(logits[0, -1, 42].item(), n_prompts=2)
+    """
+    given = f"logits of shape {tuple(logits_shape)}" if logits_shape is not None else "its logits"
+    if isinstance(value, Tensor):
+        tensor = value
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        tensor = torch.from_numpy(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_):
+        tensor = torch.tensor(float(value))
+    else:
+        hint = " (did it forget to return?)" if value is None else ""
+        raise ValueError(
+            f"The patching metric returned {type(value).__name__} {_short_repr(value)} for "
+            f"{given}{hint}; it must return {METRIC_RETURNS}."
+        )
+    if tensor.dtype == torch.bool or tensor.dtype.is_complex:
+        raise ValueError(
+            f"The patching metric returned a {tensor.dtype} tensor for {given}; it must return "
+            f"{METRIC_RETURNS}."
+        )
+    if tensor.numel() == 1:
+        return tensor.reshape(()).float()
+    if tensor.shape == (n_prompts,):
+        return tensor.float().mean()
+    raise ValueError(
+        f"The patching metric returned a tensor of shape {tuple(tensor.shape)} for {given}; it "
+        f"must return {METRIC_RETURNS}, e.g. reduce it with .mean()."
+    )
+
+
+def _short_repr(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_token_ids(token_ids: Tensor, what: str, d_vocab: int | None = None) -> None:
+    """Raise if ``token_ids`` are not integers, are negative (which would silently index from
+    the end of the vocabulary) or, when ``d_vocab`` is given, are not below it.
+
+    Example:
+        >>> check_token_ids(torch.tensor([3, 99]), "answer_tokens", d_vocab=50)  # ValueError
+    """
+    if token_ids.is_floating_point() or token_ids.is_complex() or token_ids.dtype == torch.bool:
+        raise ValueError(f"{what} must be integer token ids, got dtype {token_ids.dtype}.")
+    outside = token_ids < 0
+    if d_vocab is not None:
+        outside |= token_ids >= d_vocab
+    if outside.any():
+        allowed = f"[0, {d_vocab})" if d_vocab is not None else "(ids are non-negative)"
+        raise ValueError(
+            f"{what} has token ids {sorted(set(token_ids[outside].tolist()))[:5]} outside the "
+            f"model's vocabulary {allowed}; pass ids from the model's tokenizer, e.g. "
+            "model.to_single_token(' Mary')."
+        )
 
 
 def tile_to_rows(per_prompt: Tensor, n_rows: int) -> Tensor:
@@ -71,6 +151,13 @@ class PatchingMetric:
     ) -> None:
         self.positions = _positions(positions)
         self.vocab = None if vocab is None else torch.as_tensor(vocab).flatten()
+        if self.vocab is not None:
+            check_token_ids(self.vocab, f"{type(self).__name__}'s vocab")
+
+    def check_vocab(self, d_vocab: int) -> None:
+        """Raise if the token ids this metric reads are outside a vocabulary of ``d_vocab``."""
+        if self.vocab is not None:
+            check_token_ids(self.vocab, f"{type(self).__name__}'s vocab", d_vocab)
 
     def score(self, position_logits: Float[Tensor, "rows n_positions d_vocab"]) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement score().")
@@ -80,6 +167,7 @@ class PatchingMetric:
             raise ValueError(
                 f"A metric takes logits [batch, pos, d_vocab], got shape {tuple(logits.shape)}."
             )
+        self.check_vocab(logits.shape[-1])
         position_logits = logits[:, list(self.positions)]
         if self.vocab is not None:
             position_logits = position_logits[..., self.vocab.to(logits.device)]
@@ -126,6 +214,7 @@ class LogitDiff(PatchingMetric):
                 "answer_tokens must be [2], [n_prompts, 2] or [n_prompts, n_pairs, 2] (right, "
                 f"wrong) token ids, got shape {tuple(answer_tokens.shape)}."
             )
+        check_token_ids(answer_tokens, "LogitDiff's answer_tokens")
         answer_tokens = answer_tokens.reshape(-1, 1, 2) if answer_tokens.ndim < 3 else answer_tokens
         # Only the answers' logits are read: their ids are the vocab, and each answer's column
         # in it is answer_columns.
@@ -133,6 +222,9 @@ class LogitDiff(PatchingMetric):
         super().__init__(position, vocab)
         self.answer_tokens = answer_tokens  # [n_prompts, n_pairs, 2]
         self.answer_columns = answer_columns  # [n_prompts, n_pairs, 2]
+
+    def check_vocab(self, d_vocab: int) -> None:
+        check_token_ids(self.answer_tokens, "LogitDiff's answer_tokens", d_vocab)
 
     def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
         last = position_logits[:, -1]  # [rows, n_columns]
@@ -153,6 +245,10 @@ class AnswerProbability(PatchingMetric):
     def __init__(self, answer_tokens: Int[Tensor, " n_prompts"] | int, position: int = -1):
         super().__init__(position)
         self.answer_tokens = torch.as_tensor(answer_tokens).reshape(-1, 1)  # [n_prompts, 1]
+        check_token_ids(self.answer_tokens, "AnswerProbability's answer_tokens")
+
+    def check_vocab(self, d_vocab: int) -> None:
+        check_token_ids(self.answer_tokens, "AnswerProbability's answer_tokens", d_vocab)
 
     def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
         probs = position_logits[:, -1].float().softmax(dim=-1)
@@ -178,10 +274,22 @@ class KLDivergence(PatchingMetric):
             clean_logits[:, list(self.positions)].detach().float().log_softmax(-1)
         )
 
+    def check_vocab(self, d_vocab: int) -> None:
+        if self.clean_log_probs.shape[-1] != d_vocab:
+            raise ValueError(
+                f"KLDivergence's clean_logits have {self.clean_log_probs.shape[-1]} columns but "
+                f"the model's vocabulary has {d_vocab}; pass the clean logits of this model."
+            )
+
     def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
         log_probs = position_logits.float().log_softmax(dim=-1)
         clean = tile_to_rows(self.clean_log_probs.to(log_probs.device), log_probs.shape[0])
         return (clean.exp() * (clean - log_probs)).sum(dim=(-1, -2))
+
+
+# A normalised metric warns when |clean - corrupted| is below this fraction of the scores'
+# magnitude (at least 1): float32 rounding then moves its values by more than ~0.1%.
+ILL_CONDITIONED_GAP = 1e-4
 
 
 class NormalizedMetric(PatchingMetric):
@@ -198,14 +306,35 @@ class NormalizedMetric(PatchingMetric):
 
     def __init__(self, base: PatchingMetric, clean_value: float, corrupted_value: float) -> None:
         super().__init__(base.positions, base.vocab)
+        clean_value, corrupted_value = float(clean_value), float(corrupted_value)
+        if not (math.isfinite(clean_value) and math.isfinite(corrupted_value)):
+            raise ValueError(
+                f"The clean ({clean_value}) and corrupted ({corrupted_value}) scores must be "
+                "finite to normalise by them; check the logits and the answer tokens."
+            )
         if clean_value == corrupted_value:
             raise ValueError(
                 f"The clean and corrupted runs score the same ({clean_value}), so there is "
                 "nothing to normalise by; pick prompts whose answers differ."
             )
+        gap = abs(clean_value - corrupted_value)
+        scale = max(1.0, abs(clean_value), abs(corrupted_value))
+        if gap < ILL_CONDITIONED_GAP * scale:
+            warnings.warn(
+                f"The clean ({clean_value:.9g}) and corrupted ({corrupted_value:.9g}) scores "
+                f"differ by only {gap:.3g}, and the normalised metric divides by that gap: its "
+                f"values are ill-conditioned (float32 rounding, ~1e-7 x {scale:.3g}, becomes "
+                f"~{1.2e-7 * scale / gap:.2g} of the 0-to-1 range). Pick prompts or answers on "
+                "which the clean and corrupted runs differ more, or use the unnormalised metric.",
+                UserWarning,
+                stacklevel=2,
+            )
         self.base = base
-        self.clean_value = float(clean_value)
-        self.corrupted_value = float(corrupted_value)
+        self.clean_value = clean_value
+        self.corrupted_value = corrupted_value
+
+    def check_vocab(self, d_vocab: int) -> None:
+        self.base.check_vocab(d_vocab)
 
     @classmethod
     def from_logits(
@@ -285,7 +414,9 @@ def infer_metric_reads(
         >>> infer_metric_reads(lambda logits: logits[:, -1, 42].mean(), logits)
         MetricReads(positions=(15,), vocab=tensor([42]))
     """
-    expected = torch.as_tensor(metric(logits))
+    expected = metric(logits)
+    metric_value(expected, logits.shape[0], logits.shape)  # raises for what no metric returns
+    expected = torch.as_tensor(expected)
     n_pos, d_vocab = logits.shape[1:]
     candidates = [MetricReads((n_pos - 1,), None)]
     touched = _touched_by_gradient(metric, logits)

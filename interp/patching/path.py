@@ -34,6 +34,7 @@ from jaxtyping import Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.patching.engine import check_same_shape
 from interp.patching.evaluation import MetricEvaluator
 from interp.patching.results import LabelledTensor, label_result
 
@@ -133,6 +134,8 @@ def path_patch_runs(
             return_type=None,
             return_cache_object=False,
         )
+    for name in z_names:
+        check_same_shape(name, new_cache[name], orig[name], "new", "orig")
     evaluator = MetricEvaluator(model, patching_metric, metric_positions, orig[final_name])
     runs_per_batch = max(1, max_batch_size // n_prompts)
     results = []
