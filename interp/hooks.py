@@ -92,7 +92,12 @@ class HookPoint(nn.Module):
         """Whether a pass in this thread runs any hook here."""
         if not (self.fwd_hooks or self.bwd_hooks):
             return False
-        return bool(self.visible_hooks("fwd") or self.visible_hooks("bwd"))
+        thread = threading.get_ident()
+        for hooks in (self.fwd_hooks, self.bwd_hooks):
+            for hook in hooks:
+                if hook.thread is None or hook.thread == thread:
+                    return True
+        return False
 
     @property
     def only_read(self) -> bool:
@@ -126,7 +131,7 @@ class HookPoint(nn.Module):
         """
         if not callable(hook):
             raise TypeError(f"A hook must be callable as fn(activation, hook), got {hook!r}.")
-        self.hooks_of(dir)
+        self.hooks_of(dir)  # a bad direction raises before anything is attached
         return self.attach(Hook(self, hook, dir, is_permanent, level), prepend)
 
     def add_perma_hook(self, hook: HookFn, dir: Direction = "fwd") -> Hook:
@@ -175,12 +180,15 @@ class HookPoint(nn.Module):
     def forward(self, activation: Tensor) -> Tensor:
         if not (self.fwd_hooks or self.bwd_hooks):
             return activation
-        # A snapshot: hooks that a hook adds or removes here take effect from the next pass.
-        for hook in self.visible_hooks("fwd"):
+        thread = threading.get_ident()
+        # The list as it is now: hooks that a hook adds or removes take effect next pass.
+        for hook in self.fwd_hooks:
+            if hook.thread is not None and hook.thread != thread:
+                continue  # another thread's context hook
             replacement = hook.fn(activation, hook=self)
             if replacement is not None:
                 activation = self._checked(replacement, activation, hook)
-        bwd_hooks = self.visible_hooks("bwd")
+        bwd_hooks = self.visible_hooks("bwd") if self.bwd_hooks else None
         if bwd_hooks and activation.requires_grad:
             # Chosen now, in the forward's thread: autograd may run backward in another.
             activation.register_hook(functools.partial(self._run_backward_hooks, bwd_hooks))
