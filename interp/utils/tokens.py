@@ -19,9 +19,7 @@ from interp.utils.tensors import get_cumsum_along_dim
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:
     """``text``'s token ids without special tokens, for our tokenizers or Hugging Face's."""
-    if type(tokenizer).__module__.startswith("transformers"):
-        return tokenizer.encode(text, add_special_tokens=False)
-    return list(tokenizer.encode(text))
+    return list(tokenizer.encode(text, add_special_tokens=False))
 
 
 def get_attention_mask(
