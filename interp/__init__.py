@@ -1,12 +1,25 @@
 """interp: a mechanistic-interpretability toolkit for GPT-2-family transformers."""
 
-from interp import analysis, hook_points, patching, utils
+from interp import (
+    analysis,
+    components,
+    evals,
+    head_detector,
+    hook_points,
+    past_key_value_caching,
+    patching,
+    utils,
+)
 from interp.analysis import FactoredMatrix
 from interp.cache import ActivationCache
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookedRootModule, HookPoint
 from interp.model import HookedTransformer
 from interp.models import list_models, load_model
+from interp.past_key_value_caching import (
+    HookedTransformerKeyValueCache,
+    HookedTransformerKeyValueCacheEntry,
+)
 from interp.tokenizers import get_tokenizer
 
 __all__ = [
@@ -16,11 +29,17 @@ __all__ = [
     "HookedRootModule",
     "HookedTransformer",
     "HookedTransformerConfig",
+    "HookedTransformerKeyValueCache",
+    "HookedTransformerKeyValueCacheEntry",
     "analysis",
+    "components",
+    "evals",
     "get_tokenizer",
+    "head_detector",
     "hook_points",
     "list_models",
     "load_model",
+    "past_key_value_caching",
     "patching",
     "utils",
 ]

@@ -69,6 +69,21 @@ class FactoredMatrix:
         """The factors ``(A, B)``."""
         return self.A, self.B
 
+    @property
+    def has_leading_dims(self) -> bool:
+        """Whether there are batch dims before the matrix (e.g. layers and heads)."""
+        return self.ndim > 2
+
+    def get_corner(self, k: int = 3) -> Float[Tensor, "..."]:
+        """The top-left ``k`` of every axis of ``A @ B`` (leading dims too), forming only the
+        ``k x k`` corner, as TransformerLens.
+
+        Example:
+            >>> model.OV.get_corner(2).shape   # [2, 2, 2, 2]: layers, heads, rows, columns
+        """
+        corner = self.A[..., :k, :] @ self.B[..., :, :k]
+        return corner[tuple(slice(k) for _ in range(corner.ndim))]
+
     # ------------------------------------------------------------------ products
     @property
     def AB(self) -> Float[Tensor, "... ldim rdim"]:
