@@ -224,3 +224,16 @@ def test_tiny_normalisation_gap_warns(setup):
         warnings.simplefilter("error")
         metric = patching.normalized_logit_diff(torch.tensor([1, 2]), logits, model(corrupted))
     assert abs(metric.clean_value - metric.corrupted_value) > 1e-3
+
+
+def test_plain_metric_indexing_outside_the_vocabulary(setup):
+    model, _, corrupted, clean_cache = setup
+    with pytest.raises(IndexError, match="out of bounds") as error:
+        patching.get_act_patch_resid_pre(
+            model, corrupted, clean_cache, lambda logits: logits[0, -1, 200], progress=False
+        )
+    assert error.value.__notes__ == [
+        "(raised by the patching metric on the corrupted run's logits, shape (2, 6, 97) = "
+        "[prompt, pos, d_vocab])"
+    ]
+    assert no_hooks_left(model)

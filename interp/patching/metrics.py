@@ -15,9 +15,12 @@ The contract, for a ``PatchingMetric``:
 
 Any other callable is treated as a TransformerLens metric: it is called once per patched
 run, with that run's logits [n_prompts, pos, d_vocab] (or only ``metric_positions`` of them),
-and returns a scalar (a [n_prompts] result is averaged). Which of those logits it reads is
-found once on the corrupted run (``infer_metric_reads``); only those are computed for the
-patched runs, the others are NaN.
+and returns a number: a 0-d tensor, a Python float, a 1-element tensor, or one value per prompt
+[n_prompts] (averaged); see ``metric_value``. Which of those logits it reads is found once on
+the corrupted run (``infer_metric_reads``); only those are computed for the patched runs, the
+others are NaN. The logits are a buffer reused from run to run: the value returned is copied
+out at once (it may be a view such as ``logits[0, -1, answer]``), but a metric must not keep
+the logits themselves.
 """
 
 from __future__ import annotations
@@ -414,7 +417,14 @@ def infer_metric_reads(
         >>> infer_metric_reads(lambda logits: logits[:, -1, 42].mean(), logits)
         MetricReads(positions=(15,), vocab=tensor([42]))
     """
-    expected = metric(logits)
+    try:
+        expected = metric(logits)
+    except Exception as error:  # e.g. an answer id outside the vocabulary
+        error.add_note(
+            "(raised by the patching metric on the corrupted run's logits, shape "
+            f"{tuple(logits.shape)} = [prompt, pos, d_vocab])"
+        )
+        raise
     metric_value(expected, logits.shape[0], logits.shape)  # raises for what no metric returns
     expected = torch.as_tensor(expected)
     n_pos, d_vocab = logits.shape[1:]
