@@ -40,7 +40,7 @@ if how == "transformers":
     import transformers
 def load(folder):
     if how == "interp":
-        return interp.HookedTransformer.from_pretrained(folder)
+        return interp.HookedTransformer.from_pretrained_no_processing(folder)
     if how == "naive":
         cfg = config_from_hf(json.load(open(folder + "/config.json")))
         model = interp.HookedTransformer(cfg, tokenizer="gpt2")

@@ -56,8 +56,9 @@ def terminal_text(text: str) -> str:
 
 def load_named_model(name_or_path: str) -> HookedTransformer:
     """A shipped model by name (``interp.load_model``), or a checkpoint folder or hub id
-    (``HookedTransformer.from_pretrained``). A name that is none of these is a ``UsageError``
-    suggesting the closest shipped name; a checkpoint that fails to load, a ``CommandError``.
+    (``HookedTransformer.from_pretrained_no_processing``: the checkpoint's exact weights). A
+    name that is none of these is a ``UsageError`` suggesting the closest shipped name; a
+    checkpoint that fails to load, a ``CommandError``.
 
     Example:
         >>> load_named_model("attn-only-2l"); load_named_model("checkpoints/my-model")
@@ -66,7 +67,7 @@ def load_named_model(name_or_path: str) -> HookedTransformer:
     if name_or_path in shipped:
         return interp.load_model(name_or_path)
     try:
-        return HookedTransformer.from_pretrained(name_or_path)
+        return HookedTransformer.from_pretrained_no_processing(name_or_path)
     except FileNotFoundError as error:
         if Path(name_or_path).exists():
             raise CommandError(f"Could not load {name_or_path!r}: {error}") from error

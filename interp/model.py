@@ -43,10 +43,12 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
         tokenizer: Any = None,
     ) -> None:
         super().__init__()
-        if isinstance(cfg, dict):
-            cfg = HookedTransformerConfig(**cfg)
+        cfg = HookedTransformerConfig.unwrap(cfg)
         self.cfg = cfg
+        if tokenizer is None and cfg.d_vocab == -1:  # as TransformerLens: d_vocab from it
+            tokenizer = cfg.tokenizer_name
         self.tokenizer = get_tokenizer(tokenizer) if tokenizer is not None else None
+        cfg.set_d_vocab_from_tokenizer(self.tokenizer)
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         self.pos_embed = PosEmbed(cfg)
@@ -529,30 +531,56 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
     @classmethod
     def from_pretrained(
         cls,
-        name_or_path: str,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = None,
-        fold_ln: bool = False,
-        center_writing_weights: bool = False,
-        center_unembed: bool = False,
-        fold_value_biases: bool = False,
+        model_name: str | Path,
+        fold_ln: bool = True,
+        center_writing_weights: bool = True,
+        center_unembed: bool = True,
         refactor_factored_attn_matrices: bool = False,
+        checkpoint_index: int | None = None,
+        checkpoint_value: int | None = None,
+        hf_model: Any = None,
+        device: torch.device | str | None = None,
+        n_devices: int = 1,
         tokenizer: Any = None,
+        move_to_device: bool = True,
+        fold_value_biases: bool = True,
+        default_prepend_bos: bool | None = None,
+        default_padding_side: str | None = None,
+        dtype: torch.dtype | str | None = None,
+        first_n_layers: int | None = None,
     ) -> HookedTransformer:
-        """A model from a folder saved by ``save``, a Hugging Face GPT-2 folder, or a hub id
-        (``"gpt2"``, ``"gpt2-medium"``, ..., read from the Hugging Face cache when offline).
+        """A model from a TransformerLens name or hub id (``"gpt2-small"``, ``"gpt2"``,
+        ``"gpt2-medium"``, ..., read from the Hugging Face cache when offline), a Hugging Face
+        GPT-2 folder, a folder saved by ``save``, or ``hf_model``, an in-memory
+        ``GPT2LMHeadModel``. TransformerLens 2.x's signature and defaults.
 
-        No weight processing unless a flag asks for it, so logits equal Hugging Face's.
+        As in TransformerLens, the weights are processed (layer norms folded, writing weights
+        and unembedding centred, value biases folded): log-probabilities are unchanged and
+        activations equal TransformerLens's, but logits differ from Hugging Face's by a
+        per-position constant. ``from_pretrained_no_processing`` gives Hugging Face's numbers.
         See ``interp.loading.pretrained.load_pretrained``.
 
         Example:
-            >>> model = HookedTransformer.from_pretrained("gpt2", device="cuda")
+            >>> model = HookedTransformer.from_pretrained("gpt2-small", device="cuda")
         """
         from interp.loading.pretrained import load_pretrained
 
-        return load_pretrained(
-            name_or_path,
-            device=device,
+        unsupported = {
+            "checkpoint_index": (checkpoint_index, None),
+            "checkpoint_value": (checkpoint_value, None),
+            "n_devices": (n_devices, 1),
+            "first_n_layers": (first_n_layers, None),
+            "default_padding_side": (default_padding_side, None),
+        }
+        for name, (value, default) in unsupported.items():
+            if value != default and not (name == "default_padding_side" and value == "right"):
+                raise ValueError(
+                    f"from_pretrained({name}={value!r}) is not supported yet (interp loads the "
+                    f"final GPT-2-family weights on one device); leave {name} at {default!r}."
+                )
+        model = load_pretrained(
+            model_name,
+            device=device if move_to_device else "cpu",
             dtype=dtype,
             fold_ln=fold_ln,
             center_writing_weights=center_writing_weights,
@@ -560,6 +588,39 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
             fold_value_biases=fold_value_biases,
             refactor_factored_attn_matrices=refactor_factored_attn_matrices,
             tokenizer=tokenizer,
+            hf_model=hf_model,
+        )
+        if default_prepend_bos is not None:
+            model.cfg.default_prepend_bos = default_prepend_bos
+        return model
+
+    @classmethod
+    def from_pretrained_no_processing(
+        cls,
+        model_name: str | Path,
+        fold_ln: bool = False,
+        center_writing_weights: bool = False,
+        center_unembed: bool = False,
+        refactor_factored_attn_matrices: bool = False,
+        fold_value_biases: bool = False,
+        **kwargs: Any,
+    ) -> HookedTransformer:
+        """``from_pretrained`` with every processing step off: the checkpoint's exact weights,
+        so logits equal Hugging Face's (TransformerLens 2.x's function of the same name).
+
+        Example:
+            >>> model = HookedTransformer.from_pretrained_no_processing("gpt2")
+            >>> torch.allclose(model(tokens), hf_gpt2(tokens).logits, atol=1e-4)
+            True
+        """
+        return cls.from_pretrained(
+            model_name,
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            center_unembed=center_unembed,
+            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+            fold_value_biases=fold_value_biases,
+            **kwargs,
         )
 
     @classmethod

@@ -1,4 +1,5 @@
-"""from_pretrained on Hugging Face GPT-2 folders and hub ids, against GPT2LMHeadModel itself."""
+"""from_pretrained_no_processing on Hugging Face GPT-2 folders and hub ids, against
+GPT2LMHeadModel itself (from_pretrained's processing is tested in test_loading_pretrained.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def save_checkpoint(hf_model, folder: Path, layout: str) -> None:
 def test_logits_equal_hugging_face(tmp_path, layout):
     hf_model = make_hf_gpt2(vocab_size=VOCAB)
     save_checkpoint(hf_model, tmp_path, layout)
-    model = HookedTransformer.from_pretrained(str(tmp_path))
+    model = HookedTransformer.from_pretrained_no_processing(str(tmp_path))
     with torch.no_grad():
         expected = hf_model(tokens()).logits
         assert (model(tokens()) - expected).abs().max() <= 1e-4
@@ -66,7 +67,7 @@ def test_untied_lm_head_and_relu(tmp_path):
     hf_model.save_pretrained(tmp_path)
     with safetensors.safe_open(tmp_path / "model.safetensors", "pt") as file:
         assert "lm_head.weight" in file.keys()
-    model = HookedTransformer.from_pretrained(tmp_path)
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path)
     with torch.no_grad():
         assert (model(tokens()) - hf_model(tokens()).logits).abs().max() <= 1e-4
 
@@ -74,7 +75,7 @@ def test_untied_lm_head_and_relu(tmp_path):
 def test_loaded_parameters_own_their_memory(tmp_path):
     hf_model = make_hf_gpt2(vocab_size=VOCAB)
     hf_model.save_pretrained(tmp_path)
-    model = HookedTransformer.from_pretrained(tmp_path)
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path)
     for name, param in model.named_parameters():
         assert param.is_contiguous(), name
         assert param.untyped_storage().nbytes() == param.numel() * param.element_size(), name
@@ -86,7 +87,7 @@ def test_loaded_parameters_own_their_memory(tmp_path):
 def test_dtype_loads_straight_into_place(tmp_path, dtype):
     hf_model = make_hf_gpt2(vocab_size=VOCAB)
     hf_model.save_pretrained(tmp_path)
-    model = HookedTransformer.from_pretrained(tmp_path, dtype=dtype, device="cpu")
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path, dtype=dtype, device="cpu")
     expected_dtype = torch.bfloat16 if dtype == "bfloat16" else dtype
     assert model.cfg.dtype == expected_dtype
     assert {p.dtype for p in model.parameters()} == {expected_dtype}
@@ -109,21 +110,19 @@ def test_tokenizer_comes_from_the_folder(tmp_path):
     hf_model = make_hf_gpt2(vocab_size=50257, n_embd=32, n_head=2, n_layer=1)
     hf_model.save_pretrained(tmp_path)
     gpt2_hf_tokenizer().save_pretrained(tmp_path)
-    model = HookedTransformer.from_pretrained(tmp_path)
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path)
     assert isinstance(model.tokenizer, HuggingFaceTokenizer)
     text = "The cat sat on the mat, didn't it?"
     assert model.tokenizer.encode(text) == GPT2Tokenizer().encode(text)
-    explicit = HookedTransformer.from_pretrained(tmp_path, tokenizer="gpt2")
+    explicit = HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer="gpt2")
     assert isinstance(explicit.tokenizer, GPT2Tokenizer)
 
 
 def test_processing_flags_are_applied(tmp_path):
     hf_model = make_hf_gpt2(vocab_size=VOCAB)
     hf_model.save_pretrained(tmp_path)
-    plain = HookedTransformer.from_pretrained(tmp_path)
-    processed = HookedTransformer.from_pretrained(
-        tmp_path, fold_ln=True, center_writing_weights=True, center_unembed=True
-    )
+    plain = HookedTransformer.from_pretrained_no_processing(tmp_path)
+    processed = HookedTransformer.from_pretrained(tmp_path, fold_value_biases=False)
     assert plain.cfg.normalization_type == "LN"
     assert processed.cfg.normalization_type == "LNPre"
     manual = plain.process_weights_(fold_value_biases=False)
@@ -136,9 +135,9 @@ def test_processing_flags_are_applied(tmp_path):
 def test_native_folder_round_trips_through_from_pretrained(tmp_path):
     hf_model = make_hf_gpt2(vocab_size=VOCAB)
     hf_model.save_pretrained(tmp_path / "hf")
-    model = HookedTransformer.from_pretrained(tmp_path / "hf", dtype=torch.bfloat16)
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path / "hf", dtype=torch.bfloat16)
     model.save(tmp_path / "native")
-    again = HookedTransformer.from_pretrained(tmp_path / "native")
+    again = HookedTransformer.from_pretrained_no_processing(tmp_path / "native")
     assert again.cfg.dtype == torch.bfloat16
     for name, tensor in model.state_dict().items():
         assert torch.equal(again.state_dict()[name], tensor), name
@@ -147,12 +146,12 @@ def test_native_folder_round_trips_through_from_pretrained(tmp_path):
 # ------------------------------------------------------------------------------ bad input
 def test_missing_folder_and_missing_weights(tmp_path):
     with pytest.raises(FileNotFoundError, match="No folder"):
-        HookedTransformer.from_pretrained(str(tmp_path / "nope" / "deeper"))
+        HookedTransformer.from_pretrained_no_processing(str(tmp_path / "nope" / "deeper"))
     with pytest.raises(FileNotFoundError, match="config.json"):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
     make_hf_gpt2(vocab_size=VOCAB).config.save_pretrained(tmp_path)
     with pytest.raises(FileNotFoundError, match="has no weights.*model.safetensors"):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
 
 
 def test_missing_shard_is_named(tmp_path):
@@ -160,7 +159,7 @@ def test_missing_shard_is_named(tmp_path):
     shard = sorted(tmp_path.glob("model-*.safetensors"))[1]
     shard.unlink()
     with pytest.raises(FileNotFoundError, match=shard.name):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
 
 
 def test_truncated_and_corrupt_safetensors(tmp_path):
@@ -169,18 +168,60 @@ def test_truncated_and_corrupt_safetensors(tmp_path):
     data = weights.read_bytes()
     weights.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="truncated"):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
     weights.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all" + data[100:])
     with pytest.raises(CheckpointError, match="not a valid safetensors file"):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
 
 
 def test_truncated_bin(tmp_path):
     save_bin(make_hf_gpt2(vocab_size=VOCAB), tmp_path)
     weights = tmp_path / "pytorch_model.bin"
     weights.write_bytes(weights.read_bytes()[:5000])
-    with pytest.raises(CheckpointError, match="not a readable PyTorch checkpoint"):
-        HookedTransformer.from_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="pytorch_model.bin is truncated or corrupt: it"):
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
+
+
+def test_legacy_non_zip_bin_loads(tmp_path):
+    """torch < 1.6's format (``_use_new_zipfile_serialization=False``) still loads, safely."""
+    hf_model = make_hf_gpt2(vocab_size=VOCAB)
+    hf_model.config.save_pretrained(tmp_path)
+    state_dict = {k: v for k, v in hf_model.state_dict().items() if k != "lm_head.weight"}
+    torch.save(state_dict, tmp_path / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path)
+    with torch.no_grad():
+        assert (model(tokens()) - hf_model(tokens()).logits).abs().max() <= 1e-4
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_bytes_bin_is_a_clear_error(tmp_path, seed):
+    make_hf_gpt2(vocab_size=VOCAB).config.save_pretrained(tmp_path)
+    weights = tmp_path / "pytorch_model.bin"
+    weights.write_bytes(
+        torch.randint(0, 256, (3000,), generator=torch.Generator().manual_seed(seed))
+        .to(torch.uint8)
+        .numpy()
+        .tobytes()
+    )
+    with pytest.raises(CheckpointError) as error:
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
+    assert str(error.value).startswith(f"{weights} is not a PyTorch checkpoint (neither")
+    assert str(error.value).endswith("download or copy it again.")
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_corrupt_legacy_bin_is_a_clear_error(tmp_path):
+    """Past the legacy magic number, damaged data fails deep in torch's unpickler
+    (IndexError, KeyError, ...): each is reported as a corrupt file."""
+    make_hf_gpt2(vocab_size=VOCAB).config.save_pretrained(tmp_path)
+    torch.save({"a": torch.zeros(3)}, tmp_path / "x.bin", _use_new_zipfile_serialization=False)
+    header = (tmp_path / "x.bin").read_bytes()[:16]
+    weights = tmp_path / "pytorch_model.bin"
+    for seed in range(20):
+        noise = torch.randint(0, 256, (500,), generator=torch.Generator().manual_seed(seed))
+        weights.write_bytes(header + noise.to(torch.uint8).numpy().tobytes())
+        with pytest.raises(CheckpointError, match="is not a readable PyTorch checkpoint"):
+            HookedTransformer.from_pretrained_no_processing(tmp_path)
 
 
 class RunsCode:
@@ -200,7 +241,7 @@ def test_pickle_that_would_run_code_is_refused(tmp_path):
     state_dict = dict(hf_model.state_dict(), payload=RunsCode(marker))
     torch.save(state_dict, tmp_path / "pytorch_model.bin")
     with pytest.raises(CheckpointError, match="Refused to load .*could run arbitrary code"):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
     assert not marker.exists()
 
 
@@ -214,7 +255,7 @@ def test_other_architectures_are_refused(tmp_path, model_type):
     else:
         (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(ValueError, match=f"'{model_type}' model.*GPT-2"):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
 
 
 def rewrite_weights(folder: Path, edit) -> None:
@@ -233,7 +274,7 @@ def test_missing_and_unexpected_keys_are_listed(tmp_path):
 
     rewrite_weights(tmp_path, edit)
     with pytest.raises(CheckpointError) as error:
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
     assert "missing keys ['h.1.mlp.c_fc.bias']" in str(error.value)
     assert "unexpected keys ['h.0.attn.rotary']" in str(error.value)
 
@@ -246,7 +287,7 @@ def test_shape_mismatch_names_both_shapes(tmp_path):
     with pytest.raises(
         CheckpointError, match=r"wpe.weight: checkpoint \(32, 64\), model \(64, 64\)"
     ):
-        HookedTransformer.from_pretrained(tmp_path)
+        HookedTransformer.from_pretrained_no_processing(tmp_path)
 
 
 def run_offline(script: str, hf_home: Path) -> subprocess.CompletedProcess:
@@ -276,10 +317,10 @@ def test_hub_id_offline(tmp_path):
         import torch
         from interp import HookedTransformer
         try:
-            HookedTransformer.from_pretrained("gpt2")
+            HookedTransformer.from_pretrained_no_processing("gpt2")
         except FileNotFoundError as error:
             print("ERROR:", error)
-        model = HookedTransformer.from_pretrained("someone/tiny-gpt2")
+        model = HookedTransformer.from_pretrained_no_processing("someone/tiny-gpt2")
         tokens = torch.randint(0, {VOCAB}, (2, 12), generator=torch.Generator().manual_seed(1))
         expected = torch.load({str(tmp_path / "expected.pt")!r})
         print("MAXDIFF:", float((model(tokens) - expected).abs().max()))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
+import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import torch
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
+from interp.devices import check_device
 
 Shape = tuple[int, ...]
 
@@ -43,6 +46,45 @@ _SAFETENSORS_DTYPES = {
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be loaded: corrupt, unsafe, or not matching the model."""
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(value: Any) -> str:
+    """``str(value)`` with control characters escaped (``\\n``, ``\\x1b``), so a file or model
+    name can never rewrite the terminal an error message is printed on.
+
+    Example:
+        >>> printable("evil\x1b[2Jname")
+        'evil\\x1b[2Jname'
+    """
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], str(value))
+
+
+def read_config_json(path: str | Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (a checkpoint's config.json), or a clear error naming it.
+
+    Example:
+        >>> read_config_json("my-gpt2/config.json")["n_embd"]
+        768
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{printable(path)} does not exist.")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(
+            f"{printable(path)} is not valid JSON ({error}); restore it from the checkpoint's "
+            "source or save the model again."
+        ) from None
+    if not isinstance(config, dict):
+        raise CheckpointError(
+            f"{printable(path)} holds a JSON {type(config).__name__}, not an object of config "
+            "fields; restore it from the checkpoint's source or save the model again."
+        )
+    return config
 
 
 class TensorSource:
@@ -88,7 +130,9 @@ class TensorSource:
         for path in map(Path, paths):
             for name, entry in _read_safetensors_header(path).items():
                 if name in entries:
-                    raise CheckpointError(f"Tensor {name!r} appears in two shards ({path}).")
+                    raise CheckpointError(
+                        f"Tensor {name!r} appears in two shards ({printable(path)})."
+                    )
                 entries[name] = entry
 
         def read(name: str) -> Tensor:
@@ -98,7 +142,10 @@ class TensorSource:
                 file.seek(offset)
                 n_read = file.readinto(tensor.view(-1).view(torch.uint8).numpy())
             if n_read != n_bytes:
-                raise CheckpointError(f"{path} is truncated: tensor {name!r} is incomplete.")
+                raise CheckpointError(
+                    f"{printable(path)} is truncated: tensor {name!r} is incomplete. Download or "
+                    "copy it again."
+                )
             return tensor
 
         return cls({name: entry[3] for name, entry in entries.items()}, read)
@@ -107,9 +154,9 @@ class TensorSource:
 def _read_safetensors_header(path: Path) -> dict[str, tuple[Path, int, torch.dtype, Shape, int]]:
     """Each tensor's (file, byte offset, dtype, shape, byte count), after checking the file."""
     if not path.is_file():
-        raise FileNotFoundError(f"Checkpoint file {path} does not exist.")
+        raise FileNotFoundError(f"Checkpoint file {printable(path)} does not exist.")
     file_size = path.stat().st_size
-    corrupt = f"{path} is not a valid safetensors file (truncated or corrupt)"
+    corrupt = f"{printable(path)} is not a valid safetensors file (truncated or corrupt)"
     with open(path, "rb") as file:
         prefix = file.read(8)
         header_size = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
@@ -136,41 +183,67 @@ def _read_safetensors_header(path: Path) -> dict[str, tuple[Path, int, torch.dty
             raise CheckpointError(f"{corrupt}: tensor {name!r} has inconsistent offsets.")
         if end > data_size:
             raise CheckpointError(
-                f"{path} is truncated: tensor {name!r} ends at byte {data_start + end} but the "
-                f"file has {file_size} bytes. Download or copy it again."
+                f"{printable(path)} is truncated: tensor {name!r} ends at byte "
+                f"{data_start + end} but the file has {file_size} bytes. Download or copy it again."
             )
         entries[name] = (path, data_start + begin, dtype, shape, n_bytes)
     return entries
 
 
+# torch.save's legacy (pre-1.6, non-zip) format starts with a pickled magic number.
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C.to_bytes(10, "little")
+
+
 def load_torch_file(path: str | Path, mmap: bool = False) -> Any:
     """``torch.load(path, weights_only=True)`` on the CPU, with clear errors.
 
-    A pickle holding anything but tensors and plain containers (which could run code when
-    unpickled) is refused. ``mmap=True`` maps the file instead of reading it, so parts never
-    used (a nanoGPT checkpoint's optimizer state) cost no memory.
+    Both of ``torch.save``'s formats load: the zip format and the legacy one of torch < 1.6
+    (``_use_new_zipfile_serialization=False``). A pickle holding anything but tensors and
+    plain containers (which could run code when unpickled) is refused. ``mmap=True`` maps a
+    zip-format file instead of reading it, so parts never used (a nanoGPT checkpoint's
+    optimizer state) cost no memory.
 
     Example:
         >>> state_dict = load_torch_file("out/ckpt.pt", mmap=True)["model"]
     """
     path = Path(path)
+    name = printable(path)
     if not path.is_file():
-        raise FileNotFoundError(f"Checkpoint file {path} does not exist.")
+        raise FileNotFoundError(f"Checkpoint file {name} does not exist.")
+    with open(path, "rb") as file:
+        prefix = file.read(16)
+    legacy = prefix[:1] == b"\x80" and prefix[2:4] == b"\x8a\x0a" and prefix[4:14] == _LEGACY_MAGIC
+    if not legacy and not zipfile.is_zipfile(path):
+        if prefix.startswith(b"PK\x03\x04"):
+            raise CheckpointError(
+                f"{name} is truncated or corrupt: it starts as torch.save's zip format but its "
+                "zip directory is missing or damaged. Download or copy it again."
+            )
+        raise CheckpointError(
+            f"{name} is not a PyTorch checkpoint (neither torch.save's zip format nor its legacy "
+            f"format; it starts with bytes {prefix[:8]!r}). It is corrupt or another kind of "
+            "file: download or copy it again."
+        )
     try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and not legacy)
     except pickle.UnpicklingError as error:
-        if "weights only load failed" not in str(error).lower():
-            raise CheckpointError(f"{path} is not a readable PyTorch checkpoint: {error}") from None
-        reason = str(error).split("\n\n")[-1].strip().splitlines()[0]
+        detail = str(error)
+        unsafe = re.search(r"Unsupported global: (.*?) was not an allowed global", detail)
+        if not unsafe:
+            raise CheckpointError(
+                f"{name} is not a readable PyTorch checkpoint (truncated or corrupt): "
+                f"{printable(detail.splitlines()[0])} Download or copy it again."
+            ) from None
         raise CheckpointError(
-            f"Refused to load {path}: it holds Python objects other than tensors and plain "
-            f"containers, and unpickling them could run arbitrary code ({reason}). If you trust "
-            "its source, load it yourself with torch.load(..., weights_only=False) and pass the "
-            "resulting state dict, or convert it to safetensors."
+            f"Refused to load {name}: it holds Python objects other than tensors and plain "
+            f"containers ({printable(unsafe.group(1))}), and unpickling them could run arbitrary "
+            "code. If you trust its source, load it yourself with torch.load(..., "
+            "weights_only=False) and pass the resulting state dict, or convert it to safetensors."
         ) from None
-    except (RuntimeError, OSError, EOFError, ValueError) as error:
+    except Exception as error:  # a damaged file fails anywhere inside torch's unpickler
         raise CheckpointError(
-            f"{path} is not a readable PyTorch checkpoint (truncated or corrupt?): {error}"
+            f"{name} is not a readable PyTorch checkpoint (truncated or corrupt?): "
+            f"{type(error).__name__}: {printable(error)}. Download or copy it again."
         ) from None
 
 
@@ -237,7 +310,7 @@ def build_model(
     """
     from interp.model import HookedTransformer
 
-    device = torch.device(device if device is not None else "cpu")
+    device = check_device(device if device is not None else "cpu")
     placed = {name: _placed(tensor, device, cfg.dtype, fresh) for name, tensor in tensors}
     # The meta device allocates nothing; seed and device only matter for real tensors.
     seed, cfg.seed, cfg.device = cfg.seed, None, None

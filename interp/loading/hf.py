@@ -20,6 +20,8 @@ from interp.loading.checkpoint import (
     build_model,
     check_names_and_shapes,
     load_torch_file,
+    printable,
+    read_config_json,
     resolve_dtype,
 )
 from interp.tokenizers import get_tokenizer
@@ -40,8 +42,24 @@ _HF_TOKENIZER_FILES = (
 )
 
 
+# config.json fields every GPT-2 checkpoint has: (meaning, GPT-2 small's value).
+_REQUIRED_HF_FIELDS = {
+    "n_layer": ("the number of layers", 12),
+    "n_embd": ("d_model", 768),
+    "n_head": ("the number of heads", 12),
+    "n_positions": ("the context length", 1024),
+    "vocab_size": ("the vocabulary size", 50257),
+}
+
+
 def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
-    """The config of a Hugging Face ``GPT2Config`` (or its dict), refusing unsupported options."""
+    """The config of a Hugging Face ``GPT2Config`` (or its dict), refusing unsupported options
+    and naming any field that is missing, null or of the wrong type.
+
+    Example:
+        >>> config_from_hf(transformers.GPT2Config(n_layer=2)).n_layers
+        2
+    """
     values = hf_config if isinstance(hf_config, dict) else hf_config.to_dict()
     architectures = values.get("architectures") or ["GPT2LMHeadModel"]
     if values.get("model_type", "gpt2") != "gpt2":
@@ -49,10 +67,28 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
             f"This checkpoint is a {values.get('model_type')!r} model ({architectures}); "
             "interp loads GPT-2-family checkpoints (model_type 'gpt2') only."
         )
+    for name, (meaning, example) in _REQUIRED_HF_FIELDS.items():
+        value = values.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            state = "is missing" if name not in values else f"is {value!r}"
+            raise ValueError(
+                f"field {name!r} ({meaning}) {state}; it must be a positive integer "
+                f"(GPT-2 small has {name}={example})."
+            )
     if values.get("scale_attn_by_inverse_layer_idx"):
-        raise ValueError("scale_attn_by_inverse_layer_idx=True is not supported.")
+        raise ValueError(
+            "field 'scale_attn_by_inverse_layer_idx' is true, which interp does not support yet."
+        )
     if values.get("scale_attn_weights") is False:
-        raise ValueError("scale_attn_weights=False is not supported.")
+        raise ValueError("field 'scale_attn_weights' is false, which interp does not support yet.")
+    for name in ("torch_dtype", "dtype"):  # unused (weights load in float32), but must be valid
+        if isinstance(values.get(name), str) and values[name] != "auto":
+            try:
+                resolve_dtype(values[name], torch.float32)
+            except ValueError:
+                raise ValueError(
+                    f"field {name!r} is {values[name]!r}, not a torch dtype (e.g. 'float32')."
+                ) from None
     d_model = values["n_embd"]
     cfg = dict(
         n_layers=values["n_layer"],
@@ -210,8 +246,9 @@ def hf_folder_source(folder: Path) -> TensorSource:
         return TensorSource.from_state_dict(state_dict)
     present = sorted(p.name for p in folder.iterdir())
     raise FileNotFoundError(
-        f"{folder} has no weights: expected model.safetensors, model.safetensors.index.json, "
-        f"pytorch_model.bin or pytorch_model.bin.index.json, found {present}."
+        f"{printable(folder)} has no weights: expected model.safetensors, "
+        "model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json, "
+        f"found {present}."
     )
 
 
@@ -219,11 +256,15 @@ def _shard_paths(index_path: Path) -> list[Path]:
     try:
         weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
     except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{index_path} is not a valid shard index: {error!r}.") from None
+        raise CheckpointError(
+            f"{printable(index_path)} is not a valid shard index: {error!r}."
+        ) from None
     paths = [index_path.parent / name for name in dict.fromkeys(weight_map.values())]
     missing = [path.name for path in paths if not path.is_file()]
     if missing:
-        raise FileNotFoundError(f"{index_path} lists shards that are missing: {missing}.")
+        raise FileNotFoundError(
+            f"{printable(index_path)} lists shards that are missing: {missing}."
+        )
     return paths
 
 
@@ -235,8 +276,8 @@ def folder_tokenizer(folder: Path) -> Any:
         from transformers import AutoTokenizer
     except ImportError:
         warnings.warn(
-            f"{folder} has a tokenizer but transformers is not installed; using the offline "
-            "GPT-2 tokenizer instead (pip install transformers to use the folder's).",
+            f"{printable(folder)} has a tokenizer but transformers is not installed; using the "
+            "offline GPT-2 tokenizer instead (pip install transformers to use the folder's).",
             stacklevel=3,
         )
         return get_tokenizer("gpt2")
@@ -257,17 +298,25 @@ def load_hf_folder(
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise FileNotFoundError(f"{folder} has no config.json; it is not a checkpoint folder.")
+        raise FileNotFoundError(
+            f"{printable(folder)} has no config.json; it is not a checkpoint folder."
+        )
+    hf_config = read_config_json(config_path)
+    dtype = resolve_dtype(dtype, torch.float32)
     try:
-        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise CheckpointError(f"{config_path} is not valid JSON: {error}.") from None
-    cfg = config_from_hf(hf_config, dtype=resolve_dtype(dtype, torch.float32))
+        cfg = config_from_hf(hf_config, dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"{printable(config_path)} is not a valid GPT-2 config: {printable(error)} Fix that "
+            "field in the file, or save the model again with save_pretrained."
+        ) from None
     cfg.model_name = hf_config.get("_name_or_path") or folder.name
-    source = check_hf_source(hf_folder_source(folder), cfg, f"The checkpoint in {folder}")
+    source = check_hf_source(
+        hf_folder_source(folder), cfg, f"The checkpoint in {printable(folder)}"
+    )
     tokenizer = folder_tokenizer(folder) if tokenizer is None else tokenizer
     tensors = iter_hf_tensors(source, cfg)
-    return build_model(cfg, tensors, tokenizer, device, str(folder), fresh=True)
+    return build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
 
 
 def download_from_hub(repo_id: str) -> Path:

@@ -1,6 +1,7 @@
 """interp's own checkpoint format: a folder with ``config.json`` and ``model.safetensors``.
 
-``config.json`` is ``HookedTransformerConfig.to_dict()`` plus two keys: ``tokenizer`` (the
+``config.json`` is ``HookedTransformerConfig.to_dict()`` (``dtype`` as its name, without
+``device``) plus two keys: ``tokenizer`` (the
 spec of ``interp.tokenizers.tokenizer_to_dict``, or null) and ``interp_format`` (the format
 version, which tells these folders apart from Hugging Face ones). ``model.safetensors`` holds
 the state dict in the model's own dtype, so a save and a load round-trip bit-exactly.
@@ -13,9 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from interp.config import HookedTransformerConfig
+from interp.devices import check_device
+from interp.loading.checkpoint import (
+    CheckpointError,
+    TensorSource,
+    check_names_and_shapes,
+    printable,
+    read_config_json,
+    resolve_dtype,
+)
 from interp.tokenizers import tokenizer_from_dict, tokenizer_to_dict
 
 CONFIG_FILE = "config.json"
@@ -36,6 +46,8 @@ def save_native(model: Any, folder: str | Path) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = model.cfg.to_dict()
+    config["dtype"] = str(model.cfg.dtype).removeprefix("torch.")
+    config.pop("device")
     config["tokenizer"] = tokenizer_to_dict(model.tokenizer)
     config["interp_format"] = FORMAT_VERSION
     state_dict = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
@@ -54,7 +66,10 @@ def is_native_folder(folder: str | Path) -> bool:
     config_path = Path(folder) / CONFIG_FILE
     if not (config_path.is_file() and (Path(folder) / WEIGHTS_FILE).is_file()):
         return False
-    return "interp_format" in json.loads(config_path.read_text(encoding="utf-8"))
+    try:
+        return "interp_format" in json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def load_native(
@@ -73,29 +88,43 @@ def load_native(
     from interp.model import HookedTransformer
 
     folder = Path(folder)
-    if not is_native_folder(folder):
+    config_path, weights_path = folder / CONFIG_FILE, folder / WEIGHTS_FILE
+    if not weights_path.is_file():
         raise FileNotFoundError(
-            f"{folder} is not an interp checkpoint: it needs {CONFIG_FILE} (with an "
+            f"{printable(folder)} is not an interp checkpoint: it needs {CONFIG_FILE} (with an "
             f"'interp_format' key) and {WEIGHTS_FILE}, as written by save_native / model.save."
         )
-    config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    config = read_config_json(config_path)
+    if "interp_format" not in config:
+        raise FileNotFoundError(
+            f"{printable(config_path)} has no 'interp_format' key, so {printable(folder)} is not "
+            "an interp checkpoint (for a Hugging Face folder use from_pretrained)."
+        )
     version = config.pop("interp_format")
-    if version > FORMAT_VERSION:
+    if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ValueError(
-            f"{folder} uses checkpoint format {version}; this interp reads up to "
+            f"{printable(folder)} uses checkpoint format {version!r}; this interp reads up to "
             f"{FORMAT_VERSION}. Upgrade interp."
         )
     tokenizer_spec = config.pop("tokenizer", None)
-    cfg = HookedTransformerConfig.from_dict(config)
-    if dtype is not None:
-        cfg.dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    state_dict = load_file(str(folder / WEIGHTS_FILE), device=str(device or "cpu"))
-    state_dict = {name: tensor.to(cfg.dtype) for name, tensor in state_dict.items()}
+    device = check_device(device if device is not None else "cpu")
+    try:
+        cfg = HookedTransformerConfig.from_dict(config)
+        cfg.dtype = resolve_dtype(dtype, cfg.dtype)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"{printable(config_path)} is not a valid config: {printable(error)} Fix that field "
+            "in the file, or save the model again."
+        ) from None
+    source = TensorSource.from_safetensors([weights_path])
     tokenizer = tokenizer_from_dict(tokenizer_spec) if tokenizer_spec is not None else None
     # Build on the CPU (the meta device would cost seconds of first-use set-up in torch),
     # then take the saved tensors as they are, already on ``device``.
     cfg.device = None
     model = HookedTransformer(cfg, tokenizer=tokenizer)
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    check_names_and_shapes(source.shapes, expected, printable(weights_path))
+    state_dict = {name: source.take(name).to(device=device, dtype=cfg.dtype) for name in expected}
     model.load_state_dict(state_dict, assign=True)
-    model.cfg.device = str(device) if device is not None else None
+    model.cfg.device = str(device) if device.type != "cpu" else None
     return model

@@ -36,7 +36,7 @@ def load_transformer_lens_state_dict(
     Example:
         >>> model = load_transformer_lens_state_dict("tl_gpt2.pt", cfg, device="cuda")
     """
-    cfg = HookedTransformerConfig(**cfg) if isinstance(cfg, dict) else cfg
+    cfg = HookedTransformerConfig.unwrap(cfg)
     name = "The TransformerLens state dict"
     if not isinstance(state_dict, dict):
         name, state_dict = str(state_dict), load_torch_file(state_dict)
