@@ -1,0 +1,207 @@
+"""HookedTransformerConfig takes TransformerLens 2.x's fields and semantics; a value the model
+cannot honour is an error naming the field, never silently ignored."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from interp import HookedTransformer, HookedTransformerConfig, get_tokenizer
+
+BASE = dict(n_layers=2, d_model=64, n_ctx=32, n_heads=4, d_vocab=100)
+
+# TransformerLens 2.x's HookedTransformerConfig fields at their TL defaults (from its source).
+TL_DEFAULTS = dict(
+    model_name="custom",
+    eps=1e-5,
+    use_attn_result=False,
+    use_attn_scale=True,
+    attn_scale=-1.0,
+    use_split_qkv_input=False,
+    use_hook_mlp_in=False,
+    use_attn_in=False,
+    use_local_attn=False,
+    ungroup_grouped_query_attention=False,
+    original_architecture=None,
+    from_checkpoint=False,
+    checkpoint_index=None,
+    checkpoint_label_type=None,
+    checkpoint_value=None,
+    tokenizer_name=None,
+    window_size=None,
+    attn_types=None,
+    init_mode="gpt2",
+    normalization_type="LN",
+    device=None,
+    n_devices=1,
+    attention_dir="causal",
+    attn_only=False,
+    seed=None,
+    initializer_range=-1.0,
+    init_weights=True,
+    scale_attn_by_inverse_layer_idx=False,
+    positional_embedding_type="standard",
+    final_rms=False,
+    d_vocab_out=-1,
+    parallel_attn_mlp=False,
+    rotary_dim=None,
+    n_params=None,
+    use_hook_tokens=False,
+    gated_mlp=False,
+    default_prepend_bos=True,
+    dtype=torch.float32,
+    tokenizer_prepends_bos=None,
+    n_key_value_heads=None,
+    post_embedding_ln=False,
+    rotary_base=10000,
+    trust_remote_code=False,
+    rotary_adjacent_pairs=False,
+    load_in_4bit=False,
+    num_experts=None,
+    experts_per_token=None,
+    relative_attention_max_distance=None,
+    relative_attention_num_buckets=None,
+    decoder_start_token_id=None,
+    tie_word_embeddings=False,
+    use_normalization_before_and_after=False,
+    attn_scores_soft_cap=-1.0,
+    output_logits_soft_cap=-1.0,
+    use_NTK_by_parts_rope=False,
+    NTK_by_parts_low_freq_factor=1.0,
+    NTK_by_parts_high_freq_factor=4.0,
+    NTK_by_parts_factor=8.0,
+)
+
+
+def test_every_transformer_lens_field_is_accepted_at_its_default():
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=64, n_ctx=32, d_head=16, act_fn="gelu_new", d_vocab=100, **TL_DEFAULTS
+    )
+    assert cfg.n_heads == 4 and cfg.d_vocab_out == 100 and cfg.d_mlp == 256
+    assert cfg.attn_scale == math.sqrt(16)
+    assert cfg.n_params == 2 * (64 * 16 * 4 * 4) + 2 * 64 * 256 * 2  # TL's formula
+    tokens = torch.randint(0, 100, (1, 8))
+    assert HookedTransformer(cfg)(tokens).shape == (1, 8, 100)
+
+
+def test_positional_order_matches_transformer_lens():
+    cfg = HookedTransformerConfig(2, 64, 32, 16)  # n_layers, d_model, n_ctx, d_head
+    assert (cfg.n_layers, cfg.d_model, cfg.n_ctx, cfg.d_head, cfg.n_heads) == (2, 64, 32, 16, 4)
+
+
+def test_n_heads_derived_from_d_head_and_back():
+    assert HookedTransformerConfig(**{**BASE, "n_heads": -1, "d_head": 8}).n_heads == 8
+    assert HookedTransformerConfig(**BASE).d_head == 16
+    with pytest.warns(UserWarning, match="d_model=64 is not divisible by d_head=24; n_heads is"):
+        assert HookedTransformerConfig(**{**BASE, "n_heads": -1, "d_head": 24}).n_heads == 2
+    with pytest.raises(ValueError, match=r"Give n_heads or d_head \(the other is derived"):
+        HookedTransformerConfig(n_layers=1, d_model=64, n_ctx=8)
+
+
+def test_d_vocab_minus_one_comes_from_the_tokenizer():
+    cfg = HookedTransformerConfig(n_layers=1, d_model=32, n_ctx=16, d_head=8)
+    assert cfg.d_vocab == -1 and cfg.d_vocab_out == -1
+    model = HookedTransformer(cfg, tokenizer=get_tokenizer("gpt2"))
+    assert model.cfg.d_vocab == model.cfg.d_vocab_out == 50257
+    assert model.W_E.shape == (50257, 32) and model.W_U.shape == (32, 50257)
+    named = HookedTransformer(
+        dict(n_layers=1, d_model=32, n_ctx=16, d_head=8, tokenizer_name="gpt2")
+    )
+    assert named.cfg.d_vocab == 50257 and named.tokenizer is not None
+    with pytest.raises(ValueError, match=r"d_vocab=-1 means 'take the vocabulary size from the"):
+        HookedTransformer(HookedTransformerConfig(n_layers=1, d_model=32, n_ctx=16, d_head=8))
+
+
+def test_unwrap_and_to_dict_as_transformer_lens():
+    cfg = HookedTransformerConfig(**BASE)
+    assert HookedTransformerConfig.unwrap(cfg) is cfg
+    values = cfg.to_dict()
+    assert values["dtype"] is torch.float32 and values["n_heads"] == 4
+    assert set(TL_DEFAULTS) <= set(values)
+    assert HookedTransformerConfig.unwrap(values) == cfg
+    assert HookedTransformerConfig(**values) == cfg
+    values["n_layers"] = 5  # a new dict, not the config's own state
+    assert cfg.n_layers == 2
+
+
+def test_initializer_range_is_init_range():
+    assert HookedTransformerConfig(**BASE, initializer_range=0.3).init_range == 0.3
+    assert HookedTransformerConfig(**BASE, init_range=0.1).initializer_range == 0.1
+    with pytest.raises(ValueError, match="initializer_range=0.3 and init_range=0.1 disagree"):
+        HookedTransformerConfig(**BASE, initializer_range=0.3, init_range=0.1)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "leave"),
+    [
+        ("positional_embedding_type", "rotary", "'standard'"),
+        ("positional_embedding_type", "shortformer", "'standard'"),
+        ("attention_dir", "bidirectional", "'causal'"),
+        ("use_local_attn", True, "False"),
+        ("parallel_attn_mlp", True, "False"),
+        ("gated_mlp", True, "False"),
+        ("final_rms", True, "False"),
+        ("scale_attn_by_inverse_layer_idx", True, "False"),
+        ("use_hook_tokens", True, "False"),
+        ("use_attn_scale", False, "True"),
+        ("n_devices", 2, "1"),
+        ("init_mode", "xavier_uniform", "'gpt2'"),
+        ("num_experts", 8, "None"),
+        ("post_embedding_ln", True, "False"),
+        ("attn_scores_soft_cap", 50.0, "-1.0"),
+        ("tie_word_embeddings", True, "False"),
+    ],
+)
+def test_unsupported_values_name_the_field(field, value, leave):
+    with pytest.raises(ValueError) as error:
+        HookedTransformerConfig(**BASE, **{field: value})
+    assert str(error.value).startswith(f"{field}={value!r} is not supported yet (interp's model")
+    assert str(error.value).endswith(f"leave {field} at {leave}.")
+
+
+def test_grouped_query_attention_and_attn_scale():
+    assert HookedTransformerConfig(**BASE, n_key_value_heads=4).n_key_value_heads == 4
+    with pytest.raises(ValueError, match=r"n_key_value_heads=2 is not supported yet .*n_heads=4"):
+        HookedTransformerConfig(**BASE, n_key_value_heads=2)
+    assert HookedTransformerConfig(**BASE, attn_scale=4.0).attn_scale == 4.0
+    with pytest.raises(ValueError, match=r"attn_scale=3.0 is not supported yet.*sqrt\(d_head\)=4"):
+        HookedTransformerConfig(**BASE, attn_scale=3.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"n_layers": "2"}, "n_layers must be given, as a positive integer, got '2' (str)"),
+        ({"n_ctx": None}, "n_ctx must be given, as a positive integer, got None (NoneType)"),
+        ({"n_heads": 0}, "n_heads must be positive, got 0."),
+        ({"d_mlp": 1.5}, "d_mlp must be a positive integer, got 1.5 (float)"),
+        ({"d_vocab": 0}, "d_vocab must be positive, or -1 to take it from the tokenizer; got 0."),
+        ({"dtype": "float33"}, "dtype='float33' is not a torch dtype; use e.g. 'float32'"),
+        ({"attn_only": "false"}, "attn_only must be True or False, got 'false' (str)."),
+        ({"eps": 0}, "eps must be a positive number, got 0; e.g. eps=1e-5."),
+        ({"normalization_type": "RMS"}, "normalization_type='RMS' is not supported; use one of"),
+        ({"act_fn": "solu_ln"}, "act_fn='solu_ln' is not one of"),
+    ],
+)
+def test_bad_values_name_the_field_and_the_fix(changes, message):
+    with pytest.raises(ValueError) as error:
+        HookedTransformerConfig(**{**BASE, **changes})
+    assert message in str(error.value)
+
+
+def test_from_dict_names_unknown_and_missing_keys():
+    with pytest.raises(ValueError, match=r"Unknown config keys \['n_embd'\]"):
+        HookedTransformerConfig.from_dict({**BASE, "n_embd": 64})
+    with pytest.raises(ValueError, match=r"The config has no \['d_model'\]"):
+        HookedTransformerConfig.from_dict({"n_layers": 1, "n_ctx": 8, "n_heads": 2})
+
+
+def test_device_without_cuda_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ValueError, match="device='cuda' needs CUDA, but CUDA is not available"):
+        HookedTransformerConfig(**BASE, device="cuda")
+    with pytest.raises(ValueError, match="device='gpu' is not a torch device.*did you mean 'cuda'"):
+        HookedTransformerConfig(**BASE, device="gpu")
