@@ -1,11 +1,13 @@
-"""FactoredMatrix against the dense product on random matrices."""
+"""FactoredMatrix against the dense product on random matrices, and against TransformerLens."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from transformer_lens.FactoredMatrix import FactoredMatrix as TransformerLensFactoredMatrix
 
 from interp import FactoredMatrix, HookedTransformer, HookedTransformerConfig
+from interp.utils import get_corner
 
 
 def random(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -104,3 +106,16 @@ def test_model_qk_and_ov_circuits():
     assert model.QK.shape == (2, 2, 16, 16) and model.QK.mdim == 8
     torch.testing.assert_close(model.QK[1, 0].AB, model.W_Q[1, 0] @ model.W_K[1, 0].T)
     torch.testing.assert_close(model.OV[0, 1].AB, model.W_V[0, 1] @ model.W_O[0, 1])
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape", [((5, 3), (3, 6)), ((2, 5, 3), (3, 6)), ((4, 2, 5, 3), (4, 2, 3, 6))]
+)
+@pytest.mark.parametrize("k", [1, 2, 3, 10])
+def test_has_leading_dims_and_get_corner_match_transformer_lens(a_shape, b_shape, k):
+    generator = torch.Generator().manual_seed(0)
+    A, B = torch.randn(a_shape, generator=generator), torch.randn(b_shape, generator=generator)
+    ours, theirs = FactoredMatrix(A, B), TransformerLensFactoredMatrix(A, B)
+    assert ours.has_leading_dims == theirs.has_leading_dims == (len(a_shape) > 2)
+    torch.testing.assert_close(ours.get_corner(k), theirs.get_corner(k), atol=1e-6, rtol=0)
+    torch.testing.assert_close(ours.get_corner(k), get_corner(ours.AB, k), atol=1e-6, rtol=0)
