@@ -79,7 +79,8 @@ class TokenizationMixin:
         """``attention_mask`` as a long [batch, pos] tensor of 1 (token) and 0 (padding) on
         the model's device, or a clear error: not a tensor, a dtype other than bool, integer
         or float, a value other than 0 and 1, a shape other than [batch, n_pos] (or
-        [batch, past_len + n_pos] with a key/value cache), or a row with no token.
+        [batch, past_len + n_pos] with a key/value cache). A row may be all padding (a chunk
+        of left padding fed through a key/value cache).
 
         Example:
             >>> model.check_attention_mask(torch.tensor([[0, 1, 1]]), batch=1, n_pos=3)
@@ -118,14 +119,7 @@ class TokenizationMixin:
                 f"attention_mask may hold only 1 (token) and 0 (padding), got "
                 f"{', '.join(map(repr, bad[:5]))}; build it as (tokens != pad_id).long()."
             )
-        mask = attention_mask.to(self.device, torch.long)
-        empty_rows = (mask.sum(dim=1) == 0).nonzero().flatten().tolist()
-        if empty_rows:
-            raise ValueError(
-                f"attention_mask rows {empty_rows} are all 0 (no token to attend to); every "
-                "prompt needs at least one 1."
-            )
-        return mask
+        return attention_mask.to(self.device, torch.long)
 
     def _require_tokenizer(self) -> Any:
         if self.tokenizer is None:
