@@ -1,0 +1,27 @@
+"""The pieces of a transformer, one concept a file, each exposing its activations through
+hook points. TransformerLens users import them from here (``interp.components.LayerNormPre``).
+"""
+
+from interp.components.activations import ACTIVATIONS, affine, gelu_fast
+from interp.components.attention import Attention
+from interp.components.block import OPT_IN_HOOKS, TransformerBlock
+from interp.components.embeddings import Embed, PosEmbed, Unembed
+from interp.components.mlp import MLP
+from interp.components.norms import LayerNorm, LayerNormPre, RMSNorm, RMSNormPre
+
+__all__ = [
+    "ACTIVATIONS",
+    "MLP",
+    "OPT_IN_HOOKS",
+    "Attention",
+    "Embed",
+    "LayerNorm",
+    "LayerNormPre",
+    "PosEmbed",
+    "RMSNorm",
+    "RMSNormPre",
+    "TransformerBlock",
+    "Unembed",
+    "affine",
+    "gelu_fast",
+]

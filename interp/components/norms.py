@@ -1,0 +1,109 @@
+"""Layer norm and RMS norm, with their scale and normalised output as hook points."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from interp.config import HookedTransformerConfig
+from interp.hooks import HookPoint
+
+
+def _config(cfg: HookedTransformerConfig | dict) -> HookedTransformerConfig:
+    """A config from a config or its dict (TransformerLens's components accept both)."""
+    return (
+        cfg if isinstance(cfg, HookedTransformerConfig) else HookedTransformerConfig.from_dict(cfg)
+    )
+
+
+class LayerNorm(nn.Module):
+    """Layer norm whose scale (the root-mean-square after centring) is a hook point.
+
+    ``normalization_type="LNPre"`` has no weight or bias: they were folded into the next layer.
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
+        super().__init__()
+        cfg = _config(cfg)
+        self.eps = cfg.eps
+        self.length = cfg.d_model if length is None else length
+        if cfg.normalization_type == "LN":
+            self.w = nn.Parameter(torch.ones(self.length, dtype=cfg.dtype))
+            self.b = nn.Parameter(torch.zeros(self.length, dtype=cfg.dtype))
+        else:
+            self.w = self.b = None
+        self.hook_scale = HookPoint()  # [batch, pos, 1]
+        self.hook_normalized = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        if not (self.hook_scale.has_hooks or self.hook_normalized.has_hooks):
+            return F.layer_norm(x, x.shape[-1:], self.w, self.b, self.eps)
+        input_dtype = x.dtype
+        x = x if x.dtype in (torch.float32, torch.float64) else x.float()
+        w, b = (self.w.to(x.dtype), self.b.to(x.dtype)) if self.w is not None else (None, None)
+        normalized, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], w, b, self.eps)
+        scale = self.hook_scale(rstd.reciprocal())  # [batch, pos, 1]: sqrt(variance + eps)
+        if not self.hook_scale.only_read:  # a hook may change the scale: divide by what it gave
+            normalized = (x - mean) / scale
+            if w is not None:
+                normalized = torch.addcmul(b, normalized, w)
+        return self.hook_normalized(normalized.to(input_dtype))
+
+
+class LayerNormPre(LayerNorm):
+    """TransformerLens's ``LayerNormPre``: centre and divide by the scale, no weight or bias
+    (they were folded into the next layer). ``hook_scale`` is [batch, pos, 1].
+
+    Example:
+        >>> LayerNormPre(cfg)(x)   # == F.layer_norm(x, (d_model,), eps=cfg.eps)
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
+        cfg = _config(cfg)
+        super().__init__(dataclasses.replace(cfg, normalization_type="LNPre"))
+
+
+class RMSNormPre(nn.Module):
+    """TransformerLens's ``RMSNormPre``: ``x / sqrt(mean(x²) + eps)``, no weight; computed in
+    float32 for half-precision configs. ``hook_scale`` is [batch, pos, 1].
+
+    Example:
+        >>> RMSNormPre(cfg)(x)   # x / (x.pow(2).mean(-1, keepdim=True) + cfg.eps).sqrt()
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
+        super().__init__()
+        self.cfg = _config(cfg)
+        self.eps = self.cfg.eps
+        self.hook_scale = HookPoint()  # [batch, pos, 1]
+        self.hook_normalized = HookPoint()  # [batch, pos, length]
+
+    def normalize(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
+        if self.cfg.dtype not in (torch.float32, torch.float64):
+            x = x.float()
+        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        return self.hook_normalized(x / scale).to(self.cfg.dtype)
+
+    def forward(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
+        return self.normalize(x)
+
+
+class RMSNorm(RMSNormPre):
+    """TransformerLens's ``RMSNorm`` (LLaMA's norm): ``RMSNormPre`` times a weight ``w``
+    (``[length]``, ``d_model`` by default). ``hook_normalized`` is before the weight.
+
+    Example:
+        >>> RMSNorm(cfg)(x)   # == transformers' LlamaRMSNorm with the same weight
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
+        super().__init__(cfg)
+        self.length = self.cfg.d_model if length is None else length
+        self.w = nn.Parameter(torch.ones(self.length, dtype=self.cfg.dtype))
+
+    def forward(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
+        return self.normalize(x) * self.w
