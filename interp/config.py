@@ -10,26 +10,23 @@ from typing import Any
 
 import torch
 
-ACTIVATION_FUNCTIONS = ("gelu_new", "gelu", "relu", "gelu_fast", "silu")
-# "LNPre" is a layer norm whose weight and bias were folded into the next layer.
-NORMALIZATION_TYPES = ("LN", "LNPre", None)
+ACTIVATION_FUNCTIONS = ("gelu_new", "gelu_pytorch_tanh", "gelu", "relu", "gelu_fast", "silu")
+# "LNPre"/"RMSPre" are norms whose weights (and bias) were folded into the next layer.
+NORMALIZATION_TYPES = ("LN", "LNPre", "RMS", "RMSPre", None)
+POSITIONAL_EMBEDDING_TYPES = ("standard", "rotary")
+ATTENTION_TYPES = ("global", "local")
 
 # TransformerLens fields for features interp's model does not have yet, with the values under
 # which TransformerLens computes exactly what interp computes. Any other value is an error
 # naming the field: a config is never half-honoured. (Fields that only tune a feature that is
 # off, such as rotary_base without rotary embeddings, are inert in TransformerLens too.)
 _ONLY_SUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "positional_embedding_type": (("standard",), "rotary, shortformer or alibi embeddings"),
     "attention_dir": (("causal",), "bidirectional attention"),
-    "use_local_attn": ((False,), "local attention"),
     "init_mode": (("gpt2",), "initialisation other than GPT-2's"),
     "n_devices": ((1,), "multi-device splitting"),
     "scale_attn_by_inverse_layer_idx": ((False,), "attention scaled by 1/layer"),
-    "use_attn_scale": ((True,), "unscaled attention"),
-    "final_rms": ((False,), "RMS norms"),
-    "parallel_attn_mlp": ((False,), "parallel attention and MLP blocks"),
+    "final_rms": ((False,), "RMS final norm after layer-norm blocks"),
     "use_hook_tokens": ((False,), "a hook point on the input tokens"),
-    "gated_mlp": ((False,), "gated MLPs"),
     "post_embedding_ln": ((False,), "a layer norm after the embedding"),
     "load_in_4bit": ((False,), "4-bit weights"),
     "num_experts": ((None,), "mixture-of-experts MLPs"),
@@ -37,12 +34,7 @@ _ONLY_SUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "relative_attention_max_distance": ((None,), "relative attention (T5)"),
     "relative_attention_num_buckets": ((None,), "relative attention (T5)"),
     "decoder_start_token_id": ((None,), "encoder-decoder models"),
-    "tie_word_embeddings": ((False,), "W_U tied to W_E (a tied checkpoint loads as a copy)"),
-    "use_normalization_before_and_after": ((False,), "sandwich norms"),
-    "attn_scores_soft_cap": ((-1.0, 0.0), "soft-capped attention scores"),
-    "output_logits_soft_cap": ((-1.0, 0.0), "soft-capped logits"),
-    "use_NTK_by_parts_rope": ((False,), "NTK-by-parts rotary embeddings"),
-    "use_qk_norm": ((False,), "query and key norms"),
+    "use_yarn_rope": ((False,), "YaRN rotary scaling"),
 }
 _GPT2_SMALL = dict(n_layers=12, d_model=768, n_ctx=1024, d_head=64, n_heads=12, d_mlp=3072)
 _POSITIVE_INTS = ("n_layers", "d_model", "n_ctx", "d_head", "n_heads")
@@ -61,24 +53,65 @@ _BOOLS = tuple(
     "from_checkpoint",
     "trust_remote_code",
     "rotary_adjacent_pairs",
+    "use_local_attn",
+    "use_attn_scale",
+    "parallel_attn_mlp",
+    "gated_mlp",
+    "tie_word_embeddings",
+    "use_normalization_before_and_after",
+    "use_NTK_by_parts_rope",
+    "use_qk_norm",
 )
 
 
 @dataclass
 class HookedTransformerConfig:
-    """The shape and options of a GPT-2-family transformer.
+    """The shape and options of a transformer: GPT-2, GPT-NeoX (Pythia), Llama, Mistral,
+    Qwen 2/3 and Gemma 2/3 are all compositions of these fields.
 
-    Field names, order and defaults follow TransformerLens 2.x, so its configs port unchanged:
-    give ``n_heads`` or ``d_head`` (the other is derived from ``d_model``); ``d_vocab=-1``
-    takes the vocabulary size from the tokenizer the model is built with; ``d_mlp`` defaults
-    to ``4 * d_model`` (``None`` for attention-only models). A TransformerLens field for a
-    feature interp does not have yet (rotary embeddings, GQA, ...) is accepted at the value
-    that switches it off; any other value is a ``ValueError`` naming the field.
+    Field names, order and defaults follow TransformerLens 2.x/3.x, so its configs port
+    unchanged: give ``n_heads`` or ``d_head`` (the other is derived from ``d_model``; give
+    both for a ``d_head`` that is not ``d_model / n_heads``); ``d_vocab=-1`` takes the
+    vocabulary size from the tokenizer the model is built with; ``d_mlp`` defaults to
+    ``4 * d_model`` (``None`` for attention-only models). A TransformerLens field for a
+    feature interp does not have (bidirectional attention, mixture of experts, YaRN, ...) is
+    accepted at the value that switches it off; any other value is a ``ValueError`` naming
+    the field, as is a combination of fields that contradict each other.
+
+    The architecture pieces:
+
+    - ``normalization_type``: "LN" / "LNPre" (layer norm with / without weights), "RMS" /
+      "RMSPre" (RMS norm with / without weight), or None; for ``ln1``, ``ln2`` and
+      ``ln_final``. ``use_normalization_before_and_after`` adds Gemma's ``ln1_post`` and
+      ``ln2_post`` on the attention and MLP outputs (always with weights).
+    - ``positional_embedding_type``: "standard" (learned ``W_pos``) or "rotary" (no
+      ``pos_embed``: queries and keys are rotated). Rotary options: ``rotary_dim`` (default
+      ``d_head``; partial rotary rotates the first ``rotary_dim`` of each head),
+      ``rotary_base``, ``rotary_adjacent_pairs`` (False: GPT-NeoX/Llama's rotate-half),
+      ``rotary_base_local`` (the base of "local" layers, which then use no rope scaling),
+      and one rope scaling: Llama 3's ``use_NTK_by_parts_rope`` with ``NTK_by_parts_*`` and
+      ``NTK_original_ctx_len``, or linear ``rotary_scaling_factor`` (1.0 = off).
+    - ``n_key_value_heads``: grouped-query attention (None = ``n_heads``); ``use_qk_norm``:
+      per-head RMS norms ``attn.q_norm``/``attn.k_norm`` on queries and keys before rotary.
+    - ``attn_scale``: the divisor of the attention scores (default ``sqrt(d_head)``, 1 with
+      ``use_attn_scale=False``); ``attn_scores_soft_cap`` and ``output_logits_soft_cap``:
+      ``cap * tanh(x / cap)`` on the scores and the logits (-1.0 = off).
+    - ``use_local_attn`` with ``window_size`` and ``attn_types`` (one "global" or "local" a
+      layer): local layers attend to the last ``window_size`` positions only.
+    - ``gated_mlp``: ``(act(x @ W_gate) * (x @ W_in) + b_in) @ W_out + b_out``; ``act_fn`` one
+      of ``ACTIVATION_FUNCTIONS`` ("gelu_pytorch_tanh" is "gelu_new", "gelu" is exact).
+    - ``parallel_attn_mlp``: attention and MLP both read ``resid_pre`` (GPT-NeoX, GPT-J).
+    - ``tie_word_embeddings``: ``W_U`` starts as a copy of ``W_E.T`` (a copy, not shared, as
+      TransformerLens loads tied checkpoints). Gemma's embedding scale and ``(1 + w)`` norm
+      weights are folded into ``W_E`` and ``w`` when its checkpoints load.
 
     Example:
         >>> cfg = HookedTransformerConfig(n_layers=2, d_model=64, n_ctx=32, d_head=16, d_vocab=100)
         >>> cfg.n_heads, cfg.d_mlp
         (4, 256)
+        >>> llama = HookedTransformerConfig(n_layers=2, d_model=64, n_ctx=128, n_heads=4,
+        ...     n_key_value_heads=2, d_vocab=100, normalization_type="RMS", act_fn="silu",
+        ...     gated_mlp=True, d_mlp=172, positional_embedding_type="rotary", rotary_base=500000)
     """
 
     n_layers: int
@@ -150,6 +183,9 @@ class HookedTransformerConfig:
     NTK_by_parts_factor: float = 8.0
     NTK_original_ctx_len: int = 8192
     use_qk_norm: bool = False
+    use_yarn_rope: bool = False
+    rotary_base_local: int | None = None  # the rotary base of "local" layers (Gemma 3)
+    rotary_scaling_factor: float = 1.0  # linear rope scaling: positions / factor
     # interp's own: torch's scaled_dot_product_attention when no score/pattern hook is active.
     use_fast_attention: bool = True
     init_range: float = 0.02  # weights ~ N(0, init_range) at initialisation
@@ -172,14 +208,21 @@ class HookedTransformerConfig:
                 f"normalization_type={self.normalization_type!r} is not supported; use one of "
                 f"{NORMALIZATION_TYPES}."
             )
+        if self.positional_embedding_type not in POSITIONAL_EMBEDDING_TYPES:
+            raise ValueError(
+                f"positional_embedding_type={self.positional_embedding_type!r} is not supported "
+                f"(interp has no shortformer or alibi embeddings); use one of "
+                f"{POSITIONAL_EMBEDDING_TYPES}."
+            )
         self.dtype = _parse_dtype(self.dtype)
         self._check_supported()
+        self._check_blocks()
+        self._check_attention()
+        self._check_rotary()
         self._resolve_init_range()
-        if self.attn_scale == -1.0:
-            self.attn_scale = math.sqrt(self.d_head)
         self.n_params = self.n_layers * self.d_model * self.d_head * self.n_heads * 4
         if not self.attn_only:
-            self.n_params += self.n_layers * self.d_model * self.d_mlp * 2
+            self.n_params += self.n_layers * self.d_model * self.d_mlp * (2 + self.gated_mlp)
         if self.device is not None:
             from interp.devices import check_device
 
@@ -251,17 +294,163 @@ class HookedTransformerConfig:
                     f"{name}={value!r} is not supported yet (interp's model has no {feature}); "
                     f"leave {name} at {allowed[0]!r}."
                 )
-        if self.n_key_value_heads not in (None, self.n_heads):
+
+    def _check_blocks(self) -> None:
+        """Norms, MLP and block layout that contradict each other."""
+        if self.parallel_attn_mlp and self.attn_only:
             raise ValueError(
-                f"n_key_value_heads={self.n_key_value_heads} is not supported yet (interp's model "
-                f"has no grouped-query attention); leave it None or equal to n_heads="
-                f"{self.n_heads}."
+                "parallel_attn_mlp=True runs the MLP beside the attention, but attn_only=True "
+                "has no MLP; set parallel_attn_mlp=False or attn_only=False."
             )
-        if self.attn_scale != -1.0 and not math.isclose(self.attn_scale, math.sqrt(self.d_head)):
+        if self.use_normalization_before_and_after and self.normalization_type is None:
             raise ValueError(
-                f"attn_scale={self.attn_scale} is not supported yet: interp divides attention "
-                f"scores by sqrt(d_head)={math.sqrt(self.d_head):g}; leave attn_scale at -1."
+                "use_normalization_before_and_after=True adds norms after attention and the "
+                "MLP, but normalization_type=None has no norm; set normalization_type (e.g. "
+                "'RMS') or use_normalization_before_and_after=False."
             )
+        if self.tie_word_embeddings and self.d_vocab_out != self.d_vocab:
+            raise ValueError(
+                f"tie_word_embeddings=True makes W_U a copy of W_E.T, but d_vocab_out="
+                f"{self.d_vocab_out} != d_vocab={self.d_vocab}; set d_vocab_out=-1 or "
+                "tie_word_embeddings=False."
+            )
+        for name in ("attn_scores_soft_cap", "output_logits_soft_cap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}; -1.0 turns it off.")
+            if value < 0 and value != -1.0:
+                raise ValueError(
+                    f"{name}={value} is negative; give a positive cap, or -1.0 to turn it off."
+                )
+
+    def _check_attention(self) -> None:
+        """Grouped-query heads, the score divisor and sliding windows."""
+        if self.n_key_value_heads is not None:
+            self._check_positive("n_key_value_heads")
+            if self.n_heads % self.n_key_value_heads:
+                divisors = [k for k in range(1, self.n_heads + 1) if self.n_heads % k == 0]
+                raise ValueError(
+                    f"n_heads={self.n_heads} is not divisible by n_key_value_heads="
+                    f"{self.n_key_value_heads}: each key/value head serves the same number of "
+                    f"query heads; use n_key_value_heads in {divisors}."
+                )
+            if self.ungroup_grouped_query_attention and self.n_key_value_heads != self.n_heads:
+                raise ValueError(
+                    "ungroup_grouped_query_attention=True is not supported yet (interp keeps "
+                    "n_key_value_heads keys and values and expands them for scoring only); "
+                    "leave ungroup_grouped_query_attention at False."
+                )
+        if isinstance(self.attn_scale, bool) or not isinstance(self.attn_scale, (int, float)):
+            raise ValueError(f"attn_scale must be a number, got {self.attn_scale!r}.")
+        if not self.use_attn_scale:
+            if self.attn_scale not in (-1.0, 1.0):
+                raise ValueError(
+                    f"use_attn_scale=False divides the scores by 1, but attn_scale="
+                    f"{self.attn_scale}; leave attn_scale at -1 or set use_attn_scale=True."
+                )
+            self.attn_scale = 1.0
+        elif self.attn_scale == -1.0:
+            self.attn_scale = math.sqrt(self.d_head)
+        elif self.attn_scale <= 0:
+            raise ValueError(
+                f"attn_scale={self.attn_scale} must be positive (the scores are divided by "
+                f"it); leave it at -1 for sqrt(d_head)={math.sqrt(self.d_head):g}."
+            )
+        self._check_local_attention()
+
+    def _check_local_attention(self) -> None:
+        """``use_local_attn``, ``window_size`` and ``attn_types`` as TransformerLens: local
+        layers are the "local" entries of ``attn_types``, with a window of ``window_size``."""
+        if self.attn_types is not None:
+            if not isinstance(self.attn_types, (list, tuple)) or len(self.attn_types) != (
+                self.n_layers
+            ):
+                raise ValueError(
+                    f"attn_types must list one of {ATTENTION_TYPES} for each of the n_layers="
+                    f"{self.n_layers} layers, got {self.attn_types!r}."
+                )
+            unknown = sorted({str(t) for t in self.attn_types if t not in ATTENTION_TYPES})
+            if unknown:
+                raise ValueError(
+                    f"attn_types has unknown entries {unknown}; each layer is one of "
+                    f"{ATTENTION_TYPES}."
+                )
+            self.attn_types = list(self.attn_types)
+        has_local = self.attn_types is not None and "local" in self.attn_types
+        if self.window_size is not None:
+            if isinstance(self.window_size, bool) or not isinstance(self.window_size, int):
+                raise ValueError(
+                    f"window_size must be a positive integer, got {self.window_size!r}."
+                )
+            self._check_positive("window_size")
+        if not self.use_local_attn:
+            if self.window_size is not None or has_local:
+                raise ValueError(
+                    f"window_size={self.window_size!r} and attn_types={self.attn_types!r} take "
+                    "effect only with use_local_attn=True (as in TransformerLens); set "
+                    "use_local_attn=True, or window_size=None and no 'local' attn_types."
+                )
+            return
+        if self.window_size is None or self.attn_types is None:
+            raise ValueError(
+                "use_local_attn=True needs window_size (how many positions a local layer "
+                "sees) and attn_types (one 'global' or 'local' a layer); got window_size="
+                f"{self.window_size!r}, attn_types={self.attn_types!r}."
+            )
+        if not has_local:
+            raise ValueError(
+                f"window_size={self.window_size} applies to 'local' layers, but attn_types has "
+                "none; mark the windowed layers 'local' in attn_types, or set "
+                "use_local_attn=False and window_size=None."
+            )
+
+    def _check_rotary(self) -> None:
+        """Rotary fields: ``rotary_dim`` defaults to ``d_head``; one rope scaling at most."""
+        for name in ("rotary_base", "rotary_base_local", "rotary_scaling_factor"):
+            value = getattr(self, name)
+            if value is None and name == "rotary_base_local":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}.")
+        if self.positional_embedding_type != "rotary":
+            return  # the rotary fields are inert, as in TransformerLens
+        if self.rotary_dim is None:
+            self.rotary_dim = self.d_head
+        if (
+            isinstance(self.rotary_dim, bool)
+            or not isinstance(self.rotary_dim, int)
+            or self.rotary_dim <= 0
+            or self.rotary_dim % 2
+            or self.rotary_dim > self.d_head
+        ):
+            raise ValueError(
+                f"rotary_dim={self.rotary_dim!r} must be a positive even number at most d_head="
+                f"{self.d_head} (rotary turns pairs of dimensions); e.g. rotary_dim="
+                f"{self.d_head} (all of each head) or {max(2, self.d_head // 4 // 2 * 2)} "
+                "(a quarter, as Pythia)."
+            )
+        if self.use_NTK_by_parts_rope:
+            if self.rotary_scaling_factor != 1.0:
+                raise ValueError(
+                    "use_NTK_by_parts_rope=True and rotary_scaling_factor="
+                    f"{self.rotary_scaling_factor} are two rope scalings; use one (set "
+                    "rotary_scaling_factor=1.0 or use_NTK_by_parts_rope=False)."
+                )
+            for name in (
+                "NTK_by_parts_factor",
+                "NTK_by_parts_low_freq_factor",
+                "NTK_by_parts_high_freq_factor",
+                "NTK_original_ctx_len",
+            ):
+                value = getattr(self, name)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                    raise ValueError(f"{name} must be a positive number, got {value!r}.")
+            if self.NTK_by_parts_high_freq_factor <= self.NTK_by_parts_low_freq_factor:
+                raise ValueError(
+                    f"NTK_by_parts_high_freq_factor={self.NTK_by_parts_high_freq_factor} must "
+                    f"exceed NTK_by_parts_low_freq_factor={self.NTK_by_parts_low_freq_factor} "
+                    "(Llama 3 uses 4.0 and 1.0)."
+                )
 
     def _resolve_init_range(self) -> None:
         """``initializer_range`` (TransformerLens) and ``init_range`` (interp) are one number."""

@@ -72,6 +72,10 @@ TL_DEFAULTS = dict(
     NTK_by_parts_low_freq_factor=1.0,
     NTK_by_parts_high_freq_factor=4.0,
     NTK_by_parts_factor=8.0,
+    NTK_original_ctx_len=8192,
+    use_qk_norm=False,
+    use_yarn_rope=False,
+    rotary_base_local=None,
 )
 
 
@@ -136,22 +140,15 @@ def test_initializer_range_is_init_range():
 @pytest.mark.parametrize(
     ("field", "value", "leave"),
     [
-        ("positional_embedding_type", "rotary", "'standard'"),
-        ("positional_embedding_type", "shortformer", "'standard'"),
         ("attention_dir", "bidirectional", "'causal'"),
-        ("use_local_attn", True, "False"),
-        ("parallel_attn_mlp", True, "False"),
-        ("gated_mlp", True, "False"),
         ("final_rms", True, "False"),
         ("scale_attn_by_inverse_layer_idx", True, "False"),
         ("use_hook_tokens", True, "False"),
-        ("use_attn_scale", False, "True"),
         ("n_devices", 2, "1"),
         ("init_mode", "xavier_uniform", "'gpt2'"),
         ("num_experts", 8, "None"),
         ("post_embedding_ln", True, "False"),
-        ("attn_scores_soft_cap", 50.0, "-1.0"),
-        ("tie_word_embeddings", True, "False"),
+        ("use_yarn_rope", True, "False"),
     ],
 )
 def test_unsupported_values_name_the_field(field, value, leave):
@@ -163,11 +160,144 @@ def test_unsupported_values_name_the_field(field, value, leave):
 
 def test_grouped_query_attention_and_attn_scale():
     assert HookedTransformerConfig(**BASE, n_key_value_heads=4).n_key_value_heads == 4
-    with pytest.raises(ValueError, match=r"n_key_value_heads=2 is not supported yet .*n_heads=4"):
-        HookedTransformerConfig(**BASE, n_key_value_heads=2)
-    assert HookedTransformerConfig(**BASE, attn_scale=4.0).attn_scale == 4.0
-    with pytest.raises(ValueError, match=r"attn_scale=3.0 is not supported yet.*sqrt\(d_head\)=4"):
-        HookedTransformerConfig(**BASE, attn_scale=3.0)
+    assert HookedTransformerConfig(**BASE, n_key_value_heads=2).n_key_value_heads == 2
+    assert HookedTransformerConfig(**BASE, attn_scale=3.0).attn_scale == 3.0
+    assert HookedTransformerConfig(**BASE).attn_scale == 4.0  # sqrt(d_head)
+    assert HookedTransformerConfig(**BASE, use_attn_scale=False).attn_scale == 1.0
+
+
+def test_architecture_fields_are_honoured_and_resolved():
+    rotary = HookedTransformerConfig(**BASE, positional_embedding_type="rotary")
+    assert rotary.rotary_dim == 16  # d_head, as TransformerLens
+    assert HookedTransformerConfig(**BASE, rotary_dim=4).rotary_dim == 4  # inert, kept
+    decoupled = HookedTransformerConfig(**{**BASE, "d_head": 32})  # 4 heads of 32 on d_model 64
+    assert (decoupled.n_heads, decoupled.d_head, decoupled.attn_scale) == (4, 32, math.sqrt(32))
+    gated = HookedTransformerConfig(**BASE, gated_mlp=True, act_fn="silu", d_mlp=96)
+    assert gated.n_params == 2 * 64 * 16 * 4 * 4 + 2 * 64 * 96 * 3  # TL's formula
+    local = HookedTransformerConfig(
+        **BASE, use_local_attn=True, window_size=8, attn_types=("local", "global")
+    )
+    assert local.attn_types == ["local", "global"]
+    for norm in ("RMS", "RMSPre"):
+        assert HookedTransformerConfig(**BASE, normalization_type=norm).normalization_type == norm
+    values = HookedTransformerConfig(
+        **BASE,
+        positional_embedding_type="rotary",
+        use_NTK_by_parts_rope=True,
+        rotary_base=500000.0,
+        use_qk_norm=True,
+        attn_scores_soft_cap=50.0,
+        output_logits_soft_cap=30.0,
+        use_normalization_before_and_after=True,
+        normalization_type="RMS",
+        tie_word_embeddings=True,
+        parallel_attn_mlp=True,
+    ).to_dict()
+    assert HookedTransformerConfig(**values).to_dict() == values
+
+
+def _error(**changes) -> str:
+    with pytest.raises(ValueError) as error:
+        HookedTransformerConfig(**{**BASE, **changes})
+    return str(error.value)
+
+
+ROTARY = dict(positional_embedding_type="rotary")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            dict(n_key_value_heads=3),
+            "n_heads=4 is not divisible by n_key_value_heads=3: each key/value head serves the "
+            "same number of query heads; use n_key_value_heads in [1, 2, 4].",
+        ),
+        (dict(n_key_value_heads=0), "n_key_value_heads must be positive, got 0."),
+        (
+            dict(n_key_value_heads=2, ungroup_grouped_query_attention=True),
+            "ungroup_grouped_query_attention=True is not supported yet",
+        ),
+        (
+            dict(**ROTARY, rotary_dim=5),
+            "rotary_dim=5 must be a positive even number at most d_head=16 (rotary turns pairs "
+            "of dimensions); e.g. rotary_dim=16 (all of each head) or 4 (a quarter, as Pythia).",
+        ),
+        (dict(**ROTARY, rotary_dim=18), "rotary_dim=18 must be a positive even number at most"),
+        (dict(**ROTARY, rotary_base=0), "rotary_base must be a positive number, got 0."),
+        (
+            dict(**ROTARY, use_NTK_by_parts_rope=True, rotary_scaling_factor=8.0),
+            "use_NTK_by_parts_rope=True and rotary_scaling_factor=8.0 are two rope scalings; "
+            "use one",
+        ),
+        (
+            dict(**ROTARY, use_NTK_by_parts_rope=True, NTK_by_parts_high_freq_factor=1.0),
+            "NTK_by_parts_high_freq_factor=1.0 must exceed NTK_by_parts_low_freq_factor=1.0",
+        ),
+        (
+            dict(window_size=8),
+            "window_size=8 and attn_types=None take effect only with use_local_attn=True (as in "
+            "TransformerLens); set use_local_attn=True, or window_size=None",
+        ),
+        (
+            dict(use_local_attn=True, window_size=8, attn_types=["global", "global"]),
+            "window_size=8 applies to 'local' layers, but attn_types has none; mark the windowed "
+            "layers 'local' in attn_types, or set use_local_attn=False and window_size=None.",
+        ),
+        (
+            dict(use_local_attn=True, window_size=8),
+            "use_local_attn=True needs window_size (how many positions a local layer sees) and "
+            "attn_types",
+        ),
+        (
+            dict(use_local_attn=True, window_size=8, attn_types=["local"]),
+            "attn_types must list one of ('global', 'local') for each of the n_layers=2 layers, "
+            "got ['local'].",
+        ),
+        (
+            dict(use_local_attn=True, window_size=8, attn_types=["local", "sliding"]),
+            "attn_types has unknown entries ['sliding']; each layer is one of ('global', 'local').",
+        ),
+        (
+            dict(use_local_attn=True, window_size=0, attn_types=["local", "local"]),
+            "window_size must be positive, got 0.",
+        ),
+        (
+            dict(parallel_attn_mlp=True, attn_only=True),
+            "parallel_attn_mlp=True runs the MLP beside the attention, but attn_only=True has no "
+            "MLP; set parallel_attn_mlp=False or attn_only=False.",
+        ),
+        (
+            dict(use_normalization_before_and_after=True, normalization_type=None),
+            "use_normalization_before_and_after=True adds norms after attention and the MLP, but "
+            "normalization_type=None has no norm",
+        ),
+        (
+            dict(tie_word_embeddings=True, d_vocab_out=50),
+            "tie_word_embeddings=True makes W_U a copy of W_E.T, but d_vocab_out=50 != "
+            "d_vocab=100; set d_vocab_out=-1 or tie_word_embeddings=False.",
+        ),
+        (
+            dict(attn_scores_soft_cap=-2.0),
+            "attn_scores_soft_cap=-2.0 is negative; give a positive cap, or -1.0 to turn it off.",
+        ),
+        (
+            dict(attn_scale=-3.0),
+            "attn_scale=-3.0 must be positive (the scores are divided by it); leave it at -1",
+        ),
+        (
+            dict(use_attn_scale=False, attn_scale=8.0),
+            "use_attn_scale=False divides the scores by 1, but attn_scale=8.0",
+        ),
+        (
+            dict(positional_embedding_type="shortformer"),
+            "positional_embedding_type='shortformer' is not supported (interp has no shortformer "
+            "or alibi embeddings); use one of ('standard', 'rotary').",
+        ),
+    ],
+)
+def test_inconsistent_architecture_fields_name_the_fields_and_the_fix(changes, message):
+    assert message in _error(**changes)
 
 
 @pytest.mark.parametrize(
@@ -181,7 +311,7 @@ def test_grouped_query_attention_and_attn_scale():
         ({"dtype": "float33"}, "dtype='float33' is not a torch dtype; use e.g. 'float32'"),
         ({"attn_only": "false"}, "attn_only must be True or False, got 'false' (str)."),
         ({"eps": 0}, "eps must be a positive number, got 0; e.g. eps=1e-5."),
-        ({"normalization_type": "RMS"}, "normalization_type='RMS' is not supported; use one of"),
+        ({"normalization_type": "RMSNorm"}, "normalization_type='RMSNorm' is not supported; use"),
         ({"act_fn": "solu_ln"}, "act_fn='solu_ln' is not one of"),
     ],
 )
