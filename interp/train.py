@@ -98,7 +98,7 @@ RECIPES: dict[str, Recipe] = {
             init_range=0.1,
         ),
         data="copied-segment",
-        data_options=dict(min_segment=4, max_segment=24),
+        data_options=dict(min_segment=2, max_segment=24),
         steps=1500,
         batch_size=32,
         lr=1e-2,
@@ -209,31 +209,46 @@ def copied_segment_batch(
     min_segment: int,
     max_segment: int,
 ) -> tuple[Int[Tensor, "batch length"], Float[Tensor, "batch length-1"]]:
-    """Random tokens in which one segment of ``min_segment`` to ``max_segment`` tokens, at a
-    random place, is copied once to a random later place; and the loss mask [batch,
-    length - 1] that keeps only the predictions made inside the copy (the current token and
-    its target both copied), the only predictable ones. Token ``d_vocab - 1`` is a BOS at
-    position 0 and appears nowhere else.
+    """Random tokens in which one segment of ``min_segment`` to ``max_segment`` tokens is
+    copied once, at a random distance of 1 or more tokens after its start; and the loss
+    mask [batch, length - 1] that keeps only the predictions made inside the copy (the
+    current token and its target both copied), the only predictable ones. Token
+    ``d_vocab - 1`` is a BOS at position 0 and appears nowhere else.
+
+    The source ends at a uniformly random place in half the rows and, in the other half,
+    ``r`` tokens before the last place it can end, with ``P(r)`` about ``1 / (r + 1)``. A
+    copy closer than its length overlaps its source and repeats it periodically (distance 1
+    is a run of one token). So the positions after source tokens, where an induction head
+    reads and a previous-token head must work, cover the whole context, the last position
+    included, about as often as the loss positions there.
 
     Example:
         >>> tokens, mask = copied_segment_batch(1, 12, 10, torch.Generator().manual_seed(0), 3, 3)
         >>> tokens, mask
-        (tensor([[9, 0, 2, 6, 7, 6, 2, 6, 7, 0, 8, 2]]),
-         tensor([[0., 0., 0., 0., 0., 0., 1., 1., 0., 0., 0.]]))
+        (tensor([[9, 0, 2, 6, 7, 2, 6, 7, 1, 0, 8, 2]]),
+         tensor([[0., 0., 0., 0., 0., 1., 1., 0., 0., 0., 0.]]))
     """
     bos = d_vocab - 1
     tokens = torch.randint(0, bos, (batch_size, length), generator=generator)
     tokens[:, 0] = bos
     segment = torch.randint(min_segment, max_segment + 1, (batch_size, 1), generator=generator)
-    room = length - 1 - 2 * segment + 1  # places for the source that leave room for the copy
-    source_start = 1 + (torch.rand(batch_size, 1, generator=generator) * room).long()
-    room = length - source_start - 2 * segment + 1
-    copy_start = (
-        source_start + segment + (torch.rand(batch_size, 1, generator=generator) * room).long()
-    )
+    uniform = torch.rand(batch_size, 3, generator=generator)
+    # The source ends at segment + floor(place * span), in segment .. length - 2: its start
+    # is 1 or later and its copy fits. place is uniform, or 1 - ((span + 1)^u - 1) / span.
+    span = length - 1 - segment
+    place = uniform[:, :1]
+    near_end = 1 - ((span.double() + 1) ** place.double() - 1) / span.double()
+    near_end = near_end.float().clamp(0, 0.999999)
+    place = torch.where(uniform[:, 2:] < 0.5, near_end, place)
+    source_end = segment + (place * span).long()
+    # From the source's end to the copy's: 1 .. length - 1 - source_end.
+    distance = 1 + (uniform[:, 1:2] * (length - 1 - source_end)).long()
+    source_start = source_end - segment + 1
+    copy_start = source_start + distance
     position = torch.arange(length)[None]
     in_copy = (position >= copy_start) & (position < copy_start + segment)  # [batch, length]
-    source = torch.where(in_copy, position - copy_start + source_start, position)
+    # Token i of the copy is token i of the source, or of the copy itself when they overlap.
+    source = torch.where(in_copy, source_start + (position - source_start) % distance, position)
     loss_mask = (in_copy[:, 1:] & in_copy[:, :-1]).float()
     return tokens.gather(1, source), loss_mask
 
@@ -286,6 +301,64 @@ def induction_figures(
         "previous_token_scores": previous,
         "second_copy_loss": second_copy_loss,
     }
+
+
+# The per-position probes of the model card: the issue-13 probe (BOS + 31 tokens twice, 63
+# tokens) and one that fills a 64-token context (BOS + 32 tokens, then the first 31 again).
+POSITION_PROBES = ((31, None), (32, 64))  # (half_length, length)
+
+
+@torch.no_grad()
+def position_scores(
+    model: HookedTransformer,
+    half_length: int,
+    length: int | None = None,
+    batch_size: int = 500,
+    seed: int = 1234,
+) -> tuple[Float[Tensor, "n_layers n_heads n_query"], Float[Tensor, "n_layers n_heads n_second"]]:
+    """Per-position previous-token and induction scores of every head on BOS +
+    ``half_length`` random tokens twice, cut to ``length`` tokens (default: all of them).
+
+    ``previous[l, h, i]`` is the mean attention from position ``i + 1`` to position ``i``;
+    ``induction[l, h, i]`` the mean attention from second-copy position ``1 + half_length + i``
+    to the token after its first occurrence. A head that works only on part of the context
+    has a high mean score and a low minimum over positions.
+
+    Example:
+        >>> previous, induction = position_scores(interp.load_model("attn-only-2l"), 32, 64)
+        >>> previous[0, 0].min(), induction[1, 0].min()  # L0H0 at positions 1-63, L1H0 at 33-63
+    """
+    tokens = repeated_sequence(batch_size, half_length, model.cfg.d_vocab, seed)[:, :length]
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: "pattern" in name)
+    query = torch.arange(1, tokens.shape[1])
+    second_copy = torch.arange(1 + half_length, tokens.shape[1])
+    patterns = torch.stack([cache["pattern", layer] for layer in range(model.cfg.n_layers)])
+    # patterns: [n_layers, batch, head, query_pos, key_pos]
+    previous = patterns[..., query, query - 1].mean(1)
+    induction = patterns[..., second_copy, second_copy - half_length + 1].mean(1)
+    return previous, induction
+
+
+def position_minima(model: HookedTransformer) -> list[dict[str, Any]]:
+    """For each of ``POSITION_PROBES``, each head's minimum over positions of its previous-token
+    and induction scores [n_layers][n_heads] (see ``position_scores``).
+
+    Example:
+        >>> position_minima(interp.load_model("attn-only-2l"))[1]["previous_token_scores"][0]
+        [0.9...]
+    """
+    minima = []
+    for half_length, length in POSITION_PROBES:
+        previous, induction = position_scores(model, half_length, length)
+        minima.append(
+            {
+                "half_length": half_length,
+                "length": 1 + 2 * half_length if length is None else length,
+                "previous_token_scores": previous.amin(-1).tolist(),
+                "induction_scores": induction.amin(-1).tolist(),
+            }
+        )
+    return minima
 
 
 # -------------------------------------------------------------------------------- training
@@ -445,7 +518,11 @@ def _train_on_copied_segments(
         ),
         progress,
     )
-    return model, {"final_train_loss": losses[-1], **induction_figures(model)}
+    return model, {
+        "final_train_loss": losses[-1],
+        **induction_figures(model),
+        "position_minima": position_minima(model),
+    }
 
 
 # ------------------------------------------------------------------------------------- CLI

@@ -179,3 +179,46 @@ def test_attn_only_card_figures_are_reproduced(attn_only):
     card = model_card("attn-only-2l")
     best_layer1 = max(extra["induction_scores"][1])
     assert f"{best_layer1:.3f}" in card
+
+
+# The checkpoint before issue 13 scored 0.005 here (L0H0 at positions 51-63).
+PREVIOUS_TOKEN_FLOOR = 0.85
+INDUCTION_FLOOR = 0.85
+
+
+def card_position_minima(label: str) -> tuple[float, float]:
+    """The two minima on the card's per-position row that starts with ``label``."""
+    row = next(line for line in model_card("attn-only-2l").splitlines() if line.startswith(label))
+    numbers = re.findall(r"\*\*([0-9]+\.[0-9]+)\*\*", row)
+    assert len(numbers) == 2, row
+    return float(numbers[0]), float(numbers[1])
+
+
+@pytest.mark.parametrize(
+    ("half_length", "length", "label"),
+    [(31, 63, "| BOS + 31 random tokens twice"), (32, 64, "| BOS + 32 random tokens, then")],
+)
+def test_attn_only_heads_work_at_every_position(attn_only, half_length, length, label):
+    """Issue 13: L0H0 once attended to the previous token only up to position 50. Each
+    position's score is recomputed here in a plain loop, then its minimum is compared with
+    the card (3 decimals) and the checkpoint's figures, and held to a floor."""
+    from interp.train import repeated_sequence
+
+    tokens = repeated_sequence(500, half_length, attn_only.cfg.d_vocab, seed=1234)[:, :length]
+    assert tokens.shape[1] == length <= attn_only.cfg.n_ctx
+    with torch.no_grad():
+        _, cache = attn_only.run_with_cache(tokens, names_filter=lambda n: n.endswith("pattern"))
+    previous_token = cache["pattern", 0][:, 0]  # L0H0 [batch, query_pos, key_pos]
+    induction = cache["pattern", 1][:, 0]  # L1H0
+    previous = [previous_token[:, q, q - 1].mean().item() for q in range(1, length)]
+    after_first = [
+        induction[:, q, q - half_length + 1].mean().item() for q in range(1 + half_length, length)
+    ]
+    card_previous, card_induction = card_position_minima(label)
+    assert min(previous) == pytest.approx(card_previous, abs=1e-3)
+    assert min(after_first) == pytest.approx(card_induction, abs=1e-3)
+    figures = next(f for f in attn_only.cfg.extra["position_minima"] if f["length"] == length)
+    assert min(previous) == pytest.approx(figures["previous_token_scores"][0][0], abs=1e-5)
+    assert min(after_first) == pytest.approx(figures["induction_scores"][1][0], abs=1e-5)
+    assert min(previous) > PREVIOUS_TOKEN_FLOOR, previous
+    assert min(after_first) > INDUCTION_FLOOR, after_first

@@ -104,23 +104,50 @@ def test_shipped_text_is_tiny_shakespeare():
     assert default_text() == SHARED_TEXT.read_text(encoding="utf-8")
 
 
+def copy_distance(row: list[int], kept: list[int]) -> int | None:
+    """The smallest distance d >= 1 at which every token of the copy (the predictions
+    ``kept`` and the token after the last) repeats the token d places before, read from
+    position 1 or later; None if there is none."""
+    copy = range(kept[0], kept[-1] + 2)
+    for distance in range(1, kept[0]):
+        if all(row[t] == row[t - distance] for t in copy):
+            return distance
+    return None
+
+
 def test_copied_segment_batch_copies_one_segment_and_masks_the_rest():
     d_vocab, length = 50, 40
     generator = torch.Generator().manual_seed(0)
-    tokens, loss_mask = copied_segment_batch(64, length, d_vocab, generator, 4, 10)
-    assert tokens.shape == (64, length) and loss_mask.shape == (64, length - 1)
+    tokens, loss_mask = copied_segment_batch(256, length, d_vocab, generator, 4, 10)
+    assert tokens.shape == (256, length) and loss_mask.shape == (256, length - 1)
     assert (tokens[:, 0] == d_vocab - 1).all() and (tokens[:, 1:] < d_vocab - 1).all()
+    distances, overlapping = [], 0
     for row, mask in zip(tokens.tolist(), loss_mask.tolist(), strict=True):
         # The mask covers predictions j -> j + 1 inside the copy: a run of segment - 1 ones.
         kept = [j for j, m in enumerate(mask) if m]
         assert 3 <= len(kept) <= 9 and kept == list(range(kept[0], kept[-1] + 1))
-        copy = row[kept[0] : kept[-1] + 2]  # the copied segment
-        earlier = [
-            start
-            for start in range(1, kept[0] - len(copy) + 1)
-            if row[start : start + len(copy)] == copy
-        ]
-        assert earlier, (row, mask)
+        distance = copy_distance(row, kept)
+        assert distance is not None, (row, mask)
+        distances.append(distance)
+        overlapping += distance < len(kept) + 1  # the copy overlaps its source
+    assert 1 in distances and max(distances) > 10  # runs of one token and distant copies
+    assert 0 < overlapping < 256
+
+
+def test_copied_segments_cover_every_position():
+    """Every position is, in some rows, the one after a copied token's source (where the
+    induction head reads, so the previous-token head must work there) and a loss position."""
+    length = 65
+    tokens, loss_mask = copied_segment_batch(
+        4096, length, 512, torch.Generator().manual_seed(0), **RECIPES["attn-only-2l"].data_options
+    )
+    read = torch.zeros(length, dtype=torch.bool)
+    for row, mask in zip(tokens.tolist(), loss_mask.tolist(), strict=True):
+        kept = [j for j, m in enumerate(mask) if m]
+        distance = copy_distance(row, kept)
+        read[[j - distance + 1 for j in kept]] = True
+    assert read[2 : length - 1].all()  # key positions 2 .. n_ctx - 1 (the model reads 64 tokens)
+    assert (loss_mask.sum(0) > 0)[3:].all()
 
 
 def test_lr_schedule_warms_up_then_decays_to_min_lr():
