@@ -1,0 +1,144 @@
+"""Rotary position embeddings: rotate the first ``rotary_dim`` dimensions of each query and
+key head by angles ``position * frequency``, so their dot products depend on relative position.
+
+The frequencies, angles, cosines and sines are computed in float32 exactly as Hugging Face
+does (``transformers.modeling_rope_utils``), then cast to the queries' dtype for the rotation,
+so a bf16 model rotates bit for bit as Hugging Face's bf16 model does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp.config import HookedTransformerConfig
+
+
+@dataclass(frozen=True)
+class Llama3Scaling:
+    """Llama 3.1's "NTK-by-parts" rescaling of the frequencies (``rope_type="llama3"``)."""
+
+    factor: float = 8.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_context_length: int = 8192
+
+
+def inverse_frequencies(
+    rotary_dim: int,
+    base: float,
+    linear_factor: float = 1.0,
+    llama3: Llama3Scaling | None = None,
+) -> Float[Tensor, " half_rotary_dim"]:
+    """The rotation frequencies ``base ** (-2i / rotary_dim)`` in float32, optionally divided
+    by ``linear_factor`` (Hugging Face's "linear" scaling: positions / factor) or rescaled by
+    Llama 3's NTK-by-parts rule (Hugging Face's ``_compute_llama3_parameters``).
+
+    Example:
+        >>> inverse_frequencies(4, 10000.0)
+        tensor([1.0000, 0.0100])
+    """
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64).float() / rotary_dim
+    inv_freq = 1.0 / (float(base) ** exponents)
+    if linear_factor != 1.0:
+        inv_freq = inv_freq / linear_factor
+    if llama3 is not None:
+        inv_freq = _llama3_frequencies(inv_freq, llama3)
+    return inv_freq
+
+
+def _llama3_frequencies(inv_freq: Tensor, scaling: Llama3Scaling) -> Tensor:
+    """Long wavelengths are divided by the factor, short ones kept, those in between blended."""
+    old_context = scaling.original_context_length
+    low_freq_wavelen = old_context / scaling.low_freq_factor
+    high_freq_wavelen = old_context / scaling.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / scaling.factor, inv_freq)
+    smooth = (old_context / wavelen - scaling.low_freq_factor) / (
+        scaling.high_freq_factor - scaling.low_freq_factor
+    )
+    smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, scaled)
+
+
+class RotaryEmbedding:
+    """Rotates the first ``rotary_dim`` dimensions of each head; the rest pass through.
+
+    ``adjacent_pairs=False`` rotates dimension ``i`` with ``i + rotary_dim / 2`` (GPT-NeoX,
+    Llama, Hugging Face's ``rotate_half``); ``True`` rotates ``2i`` with ``2i + 1`` (GPT-J).
+    The cosines and sines are computed from the positions on each call, in float32, as
+    Hugging Face does: any position works, and no table has to be kept on each device.
+
+    Example:
+        >>> rotary = RotaryEmbedding(inverse_frequencies(64, 10000.0))
+        >>> rotated = rotary(q, positions)   # q [batch, pos, n_heads, d_head], positions [1, pos]
+    """
+
+    def __init__(self, inv_freq: Float[Tensor, " half_rotary_dim"], adjacent_pairs: bool = False):
+        self.inv_freq = inv_freq
+        self.rotary_dim = 2 * inv_freq.shape[0]
+        self.adjacent_pairs = adjacent_pairs
+        self._on_device: dict[torch.device, Tensor] = {}
+
+    @classmethod
+    def from_config(cls, cfg: HookedTransformerConfig, layer_index: int) -> RotaryEmbedding:
+        """The rotary embedding of layer ``layer_index``: a "local" layer of a config with
+        ``rotary_base_local`` (Gemma 3) uses that base and no scaling; every other layer uses
+        ``rotary_base`` with the config's scaling (NTK-by-parts or linear)."""
+        is_local = cfg.use_local_attn and cfg.attn_types[layer_index] == "local"
+        if is_local and cfg.rotary_base_local is not None:
+            inv_freq = inverse_frequencies(cfg.rotary_dim, cfg.rotary_base_local)
+        else:
+            llama3 = None
+            if cfg.use_NTK_by_parts_rope:
+                llama3 = Llama3Scaling(
+                    cfg.NTK_by_parts_factor,
+                    cfg.NTK_by_parts_low_freq_factor,
+                    cfg.NTK_by_parts_high_freq_factor,
+                    cfg.NTK_original_ctx_len,
+                )
+            inv_freq = inverse_frequencies(
+                cfg.rotary_dim, cfg.rotary_base, cfg.rotary_scaling_factor, llama3
+            )
+        return cls(inv_freq, cfg.rotary_adjacent_pairs)
+
+    def cos_sin(
+        self, positions: Int[Tensor, "batch_or_1 pos"], dtype: torch.dtype
+    ) -> tuple[
+        Float[Tensor, "batch_or_1 pos 1 rotary_dim"], Float[Tensor, "batch_or_1 pos 1 rotary_dim"]
+    ]:
+        """Cosines and sines of the angles at ``positions`` (float32, then cast to ``dtype``),
+        laid out to multiply a [batch, pos, n_heads, rotary_dim] tensor."""
+        inv_freq = self._on_device.get(positions.device)
+        if inv_freq is None:
+            inv_freq = self._on_device.setdefault(
+                positions.device, self.inv_freq.to(positions.device)
+            )
+        angles = positions[..., None].float() * inv_freq  # [batch_or_1, pos, rotary_dim / 2]
+        if self.adjacent_pairs:
+            angles = angles.repeat_interleave(2, dim=-1)
+        else:
+            angles = torch.cat([angles, angles], dim=-1)
+        return angles.cos()[:, :, None].to(dtype), angles.sin()[:, :, None].to(dtype)
+
+    def __call__(
+        self,
+        x: Float[Tensor, "batch pos n_heads d_head"],
+        positions: Int[Tensor, "batch_or_1 pos"],
+    ) -> Float[Tensor, "batch pos n_heads d_head"]:
+        cos, sin = self.cos_sin(positions, x.dtype)
+        rotating, passing = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
+        rotated = rotating * cos + self._rotate(rotating) * sin
+        return torch.cat([rotated, passing], dim=-1) if passing.shape[-1] else rotated
+
+    def _rotate(self, x: Tensor) -> Tensor:
+        """The partner of each dimension, negated where it leads: (x1, x2) -> (-x2, x1)."""
+        if self.adjacent_pairs:
+            return torch.stack([-x[..., 1::2], x[..., ::2]], dim=-1).flatten(-2)
+        half = x.shape[-1] // 2
+        return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
