@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 from transformers import Gemma3TextConfig, GPTNeoXConfig, LlamaConfig
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
 from transformers.models.gpt_neox import modeling_gpt_neox as hf_neox
 from transformers.models.gptj import modeling_gptj as hf_gptj
 from transformers.models.llama import modeling_llama as hf_llama
 
+from interp.components.attention import Attention
 from interp.components.rotary import Llama3Scaling, RotaryEmbedding, inverse_frequencies
 from interp.config import HookedTransformerConfig
+from interp.kv_cache import KeyValueCacheEntry
 
 # Positions of a left-padded batch (HF: cumsum - 1), and far past any n_ctx.
 POSITIONS = torch.tensor([[0, 0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6]])
@@ -124,3 +128,204 @@ def test_local_and_global_rotary_equal_gemma3():
         expected = hf_rotate(hf, hf_llama.apply_rotary_pos_emb, q, POSITIONS, layer_type=layer_type)
         ours = RotaryEmbedding.from_config(cfg, layer)
         torch.testing.assert_close(ours(q, POSITIONS), expected, atol=1e-6, rtol=0)
+
+
+# ---------------------------------------------------------------------------- attention
+def make_cfg(**overrides) -> HookedTransformerConfig:
+    """Two layers of 4 query heads; layer 0 is "local" when a window is given."""
+    values = dict(
+        n_layers=2,
+        d_model=32,
+        n_ctx=64,
+        n_heads=4,
+        d_head=8,
+        d_vocab=10,
+        normalization_type="RMS",
+        positional_embedding_type="rotary",
+        eps=1e-6,
+    )
+    if overrides.get("window_size") is not None:
+        values |= dict(use_local_attn=True, attn_types=["local", "global"])
+    return HookedTransformerConfig(**(values | overrides))
+
+
+def make_attention(cfg: HookedTransformerConfig, layer_index: int = 0) -> Attention:
+    """Random weights, biases and norm weights: none is left at a value that hides a bug."""
+    attn = Attention(cfg, layer_index)
+    generator = torch.Generator().manual_seed(layer_index)
+    with torch.no_grad():
+        for param in attn.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.3 + 0.05)
+    return attn
+
+
+def count_sdpa_calls(monkeypatch) -> list[int]:
+    calls = [0]
+    sdpa = F.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counting)
+    return calls
+
+
+def explicit(attn: Attention, *args, **kwargs) -> torch.Tensor:
+    """The forward through the explicit path: a pattern hook that changes nothing."""
+    handle = attn.hook_pattern.add_hook(lambda pattern, hook: None)
+    try:
+        return attn(*args, **kwargs)
+    finally:
+        handle.remove()
+
+
+COMBINATIONS = [
+    dict(n_key_value_heads=kv, rotary_dim=rotary_dim, window_size=window, use_qk_norm=qk_norm)
+    for kv in (4, 2, 1)
+    for rotary_dim in (8, 4)
+    for window in (None, 3)
+    for qk_norm in (False, True)
+]
+
+
+def combination_id(combination: dict) -> str:
+    return "-".join(f"{key}={value}" for key, value in combination.items())
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=combination_id)
+def test_fused_and_explicit_paths_agree(combination, monkeypatch):
+    attn = make_attention(make_cfg(**combination))
+    x = torch.randn(2, 7, 32)
+    positions = torch.arange(7)[None] + torch.tensor([[0], [5]])  # each row its own positions
+    calls = count_sdpa_calls(monkeypatch)
+    with torch.no_grad():
+        fused = attn(x, x, x, query_positions=positions, key_positions=positions)
+        assert calls[0] == 1
+        reference = explicit(attn, x, x, x, query_positions=positions, key_positions=positions)
+    assert calls[0] == 1
+    torch.testing.assert_close(fused, reference, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS[::3], ids=combination_id)
+def test_fused_and_explicit_paths_agree_left_padded(combination):
+    attn = make_attention(make_cfg(**combination))
+    x = torch.randn(2, 7, 32)
+    padding = torch.tensor([[False] * 3 + [True] * 4, [True] * 7])
+    positions = (padding.long().cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        fused = attn(x, x, x, padding, query_positions=positions, key_positions=positions)
+        reference = explicit(
+            attn, x, x, x, padding, query_positions=positions, key_positions=positions
+        )
+    torch.testing.assert_close(fused, reference, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "combination", [c for c in COMBINATIONS if c["rotary_dim"] == 4], ids=combination_id
+)
+def test_cached_decoding_equals_the_full_forward(combination):
+    """Keys are cached rotated and not expanded; a window of 3 bites on the cached keys."""
+    cfg = make_cfg(**combination)
+    attn = make_attention(cfg)
+    x = torch.randn(2, 9, 32)
+    with torch.no_grad():
+        whole = attn(x, x, x)
+        for path in (attn, lambda *a, **k: explicit(attn, *a, **k)):
+            entry, outputs, start = KeyValueCacheEntry(), [], 0
+            for size in (5, 1, 2, 1):
+                chunk = x[:, start : start + size]
+                outputs.append(path(chunk, chunk, chunk, past_kv=entry))
+                start += size
+            torch.testing.assert_close(torch.cat(outputs, dim=1), whole, atol=1e-5, rtol=0)
+            assert entry.keys.shape == (2, 9, cfg.n_key_value_heads, 8)
+
+
+@pytest.mark.parametrize("n_key_value_heads", [4, 2, 1])
+def test_soft_capped_scores_take_the_explicit_path(n_key_value_heads, monkeypatch):
+    cap = 1.5
+    cfg = make_cfg(n_key_value_heads=n_key_value_heads, attn_scores_soft_cap=cap, window_size=3)
+    attn = make_attention(cfg)
+    x = torch.randn(2, 7, 32)
+    calls = count_sdpa_calls(monkeypatch)
+    seen = {}
+    for name in ("hook_rot_q", "hook_rot_k", "hook_attn_scores"):
+        getattr(attn, name).add_hook(lambda x, hook, name=name: seen.update({name: x}))
+    with torch.no_grad():
+        attn(x, x, x)
+    assert calls[0] == 0
+    keys = seen["hook_rot_k"].repeat_interleave(4 // n_key_value_heads, dim=2)
+    raw = torch.einsum("bqhd,bkhd->bhqk", seen["hook_rot_q"], keys) / cfg.attn_scale
+    assert raw.abs().max() > 2 * cap  # the cap bites
+    allowed = attn.attention_mask(7, 7, None, x.device)
+    expected = (cap * torch.tanh(raw / cap)).masked_fill(~allowed, float("-inf"))
+    torch.testing.assert_close(seen["hook_attn_scores"], expected, atol=1e-6, rtol=0)
+
+
+def test_window_mask_equals_hugging_face():
+    from transformers.masking_utils import sliding_window_causal_mask_function
+
+    attn = make_attention(make_cfg(window_size=3))
+    query, key = torch.arange(4, 9)[:, None], torch.arange(9)[None, :]  # 4 keys cached
+    expected = sliding_window_causal_mask_function(3)(0, 0, query, key)
+    assert torch.equal(attn.attention_mask(5, 9, None, key.device)[0, 0], expected)
+    assert Attention(make_cfg(window_size=3), layer_index=1).window_size is None  # global
+
+
+def test_grouped_weights_expand_as_transformer_lens():
+    cfg = make_cfg(n_key_value_heads=2)
+    attn = make_attention(cfg)
+    assert attn._W_K.shape == (2, 32, 8) and attn.W_K.shape == (4, 32, 8)
+    assert torch.equal(attn.W_K[1], attn._W_K[0]) and torch.equal(attn.W_V[2], attn._W_V[1])
+    assert torch.equal(attn.b_K[3], attn._b_K[1])
+    assert {name for name, _ in attn.named_parameters()} == {
+        "W_Q",
+        "_W_K",
+        "_W_V",
+        "W_O",
+        "b_Q",
+        "_b_K",
+        "_b_V",
+        "b_O",
+        "q_norm.w",
+        "k_norm.w",
+    } - ({"q_norm.w", "k_norm.w"} if not cfg.use_qk_norm else set())
+    ungrouped = make_attention(make_cfg())
+    assert isinstance(ungrouped.W_K, nn.Parameter) and "W_K" in ungrouped.state_dict()
+
+
+def test_hook_shapes():
+    attn = make_attention(make_cfg(n_key_value_heads=2, use_qk_norm=True))
+    shapes = {}
+    for name in ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_pattern"):
+        getattr(attn, name).add_hook(lambda x, hook, name=name: shapes.update({name: x.shape}))
+    attn.q_norm.hook_normalized.add_hook(lambda x, hook: shapes.update(q_norm=x.shape))
+    with torch.no_grad():
+        attn(*[torch.randn(3, 5, 32)] * 3)
+    assert shapes == {
+        "hook_q": (3, 5, 4, 8),
+        "hook_k": (3, 5, 2, 8),
+        "hook_v": (3, 5, 2, 8),
+        "q_norm": (3, 5, 4, 8),
+        "hook_rot_q": (3, 5, 4, 8),
+        "hook_rot_k": (3, 5, 2, 8),
+        "hook_pattern": (3, 4, 5, 5),
+    }
+    assert not hasattr(make_attention(make_cfg(positional_embedding_type="standard")), "hook_rot_q")
+
+
+def test_fewer_queries_than_keys_need_their_positions():
+    attn = make_attention(make_cfg())
+    x = torch.randn(1, 5, 32)
+    with pytest.raises(ValueError, match="2 queries for 5 keys: pass query_positions"):
+        attn(x[:, 3:], x, x, allowed_keys=attn.attention_mask(5, 5, None, x.device)[:, :, 3:])
+    with torch.no_grad():
+        full = attn(x, x, x)
+        last = attn(
+            x[:, 3:],
+            x,
+            x,
+            allowed_keys=attn.attention_mask(5, 5, None, x.device)[:, :, 3:],
+            query_positions=torch.arange(3, 5)[None],
+        )
+    torch.testing.assert_close(last, full[:, 3:], atol=1e-6, rtol=0)

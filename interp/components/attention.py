@@ -1,51 +1,104 @@
-"""Multi-head causal self-attention, with a fused path and an explicit, hookable one.
+"""Causal self-attention, with a fused path and an explicit, hookable one.
 
-Written afresh from the seeds in ../shared/seeds, without their defects: the causal mask is
-built on the scores' own device (no buffer created on "cuda"), and the hooked score tensor
-is never masked in place.
+One module covers every family, chosen by the config: grouped-query heads
+(``n_key_value_heads``), per-head query/key RMS norms (``use_qk_norm``), rotary embeddings,
+the score divisor ``attn_scale``, soft-capped scores and a sliding window on "local" layers.
+The causal mask is built on the scores' own device, and the hooked score tensor is never
+masked in place.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
 from interp.components.activations import affine
+from interp.components.norms import RMSNorm
+from interp.components.rotary import RotaryEmbedding
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
 from interp.kv_cache import KeyValueCacheEntry
 
+# With grouped-query attention the keys' and values' weights are stored per key/value head
+# as ``_W_K``/``_W_V``/``_b_K``/``_b_V``; these names read them expanded to every query head.
+_GROUPED = ("W_K", "W_V", "b_K", "b_V")
+
 
 class Attention(nn.Module):
-    """Multi-head causal self-attention with per-head weights.
+    """Multi-head causal self-attention with per-head weights, layer ``layer_index`` of a model.
 
-    When neither the scores nor the pattern is hooked, the pattern is never materialised:
-    ``scaled_dot_product_attention`` (flash / memory-efficient kernels on a GPU) runs instead.
+    When neither the scores nor the pattern is hooked and the scores are not soft-capped,
+    the pattern is never materialised: ``scaled_dot_product_attention`` (flash /
+    memory-efficient kernels on a GPU) runs instead.
+
+    With ``n_key_value_heads < n_heads`` (grouped-query attention) the key and value weights
+    are ``_W_K``/``_W_V`` [n_key_value_heads, d_model, d_head] and ``_b_K``/``_b_V``;
+    ``W_K``/``W_V``/``b_K``/``b_V`` read them repeated to [n_heads, ...] (query head ``i``
+    uses key/value head ``i // (n_heads / n_key_value_heads)``), as TransformerLens does.
+
+    Example:
+        >>> attn = Attention(cfg, layer_index=3)
+        >>> out = attn(x, x, x, query_positions=positions, key_positions=positions)
     """
 
-    def __init__(self, cfg: HookedTransformerConfig) -> None:
+    def __init__(self, cfg: HookedTransformerConfig, layer_index: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
+        self.layer_index = layer_index
         h, m, d = cfg.n_heads, cfg.d_model, cfg.d_head
+        self.n_key_value_heads = cfg.n_key_value_heads or h
+        self.grouped = self.n_key_value_heads != h
+        # Keys a "local" layer's query sees: itself and the window_size - 1 before it.
+        is_local = cfg.use_local_attn and cfg.attn_types[layer_index] == "local"
+        self.window_size = cfg.window_size if is_local else None
+
+        kv = self.n_key_value_heads
+        kv_prefix = "_" if self.grouped else ""
         self.W_Q = nn.Parameter(torch.empty(h, m, d, dtype=cfg.dtype))
-        self.W_K = nn.Parameter(torch.empty(h, m, d, dtype=cfg.dtype))
-        self.W_V = nn.Parameter(torch.empty(h, m, d, dtype=cfg.dtype))
+        self.register_parameter(
+            f"{kv_prefix}W_K", nn.Parameter(torch.empty(kv, m, d, dtype=cfg.dtype))
+        )
+        self.register_parameter(
+            f"{kv_prefix}W_V", nn.Parameter(torch.empty(kv, m, d, dtype=cfg.dtype))
+        )
         self.W_O = nn.Parameter(torch.empty(h, d, m, dtype=cfg.dtype))
         self.b_Q = nn.Parameter(torch.zeros(h, d, dtype=cfg.dtype))
-        self.b_K = nn.Parameter(torch.zeros(h, d, dtype=cfg.dtype))
-        self.b_V = nn.Parameter(torch.zeros(h, d, dtype=cfg.dtype))
+        self.register_parameter(
+            f"{kv_prefix}b_K", nn.Parameter(torch.zeros(kv, d, dtype=cfg.dtype))
+        )
+        self.register_parameter(
+            f"{kv_prefix}b_V", nn.Parameter(torch.zeros(kv, d, dtype=cfg.dtype))
+        )
         self.b_O = nn.Parameter(torch.zeros(m, dtype=cfg.dtype))
+        if cfg.use_qk_norm:  # per head, over d_head
+            self.q_norm = RMSNorm(cfg, length=d)
+            self.k_norm = RMSNorm(cfg, length=d)
+
         self.hook_q = HookPoint()  # [batch, pos, n_heads, d_head]
-        self.hook_k = HookPoint()  # [batch, pos, n_heads, d_head]
-        self.hook_v = HookPoint()  # [batch, pos, n_heads, d_head]
+        self.hook_k = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
+        self.hook_v = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
+        self.rotary = None
+        if cfg.positional_embedding_type == "rotary":
+            self.rotary = RotaryEmbedding.from_config(cfg, layer_index)
+            self.hook_rot_q = HookPoint()  # [batch, pos, n_heads, d_head]
+            self.hook_rot_k = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
         self.hook_attn_scores = HookPoint()  # [batch, n_heads, query_pos, key_pos]
         self.hook_pattern = HookPoint()  # [batch, n_heads, query_pos, key_pos]
         self.hook_z = HookPoint()  # [batch, pos, n_heads, d_head]
         # hook_result [batch, pos, n_heads, d_model] exists when cfg.use_attn_result is on.
+
+    def __getattr__(self, name: str) -> Tensor:
+        if name in _GROUPED and f"_{name}" in self._parameters:
+            repeats = self.cfg.n_heads // self.n_key_value_heads
+            return self._parameters[f"_{name}"].repeat_interleave(repeats, dim=0)
+        return super().__getattr__(name)
+
+    def key_value_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``W_K``, ``b_K``, ``W_V``, ``b_V`` per key/value head (not expanded)."""
+        prefix = "_" if self.grouped else ""
+        return tuple(getattr(self, f"{prefix}{name}") for name in ("W_K", "b_K", "W_V", "b_V"))
 
     def project(
         self,
@@ -73,20 +126,36 @@ class Attention(nn.Module):
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None = None,
         past_kv: KeyValueCacheEntry | None = None,
         allowed_keys: Bool[Tensor, "batch_or_1 1 query_pos key_pos"] | None = None,
+        query_positions: Int[Tensor, "batch_or_1 query_pos"] | None = None,
+        key_positions: Int[Tensor, "batch_or_1 pos"] | None = None,
     ) -> Float[Tensor, "batch query_pos d_model"]:
         """Queries from ``query_input``, keys and values from ``past_kv`` then ``key_input``
         and ``value_input``. By default the queries are the last positions and attend
-        causally (and not to padding keys); ``allowed_keys`` replaces that rule: True where
-        a query may attend to a key (each query must be allowed at least one key)."""
+        causally (within the window on a local layer, and not to padding keys);
+        ``allowed_keys`` replaces that whole rule: True where a query may attend to a key
+        (each query must be allowed at least one key).
+
+        Rotary models rotate queries and keys by their absolute positions (``past_kv`` holds
+        keys already rotated); ``key_positions`` defaults to the positions after the cached
+        ones, ``query_positions`` to ``key_positions`` (give it when there are fewer queries).
+        """
+        W_K, b_K, W_V, b_V = self.key_value_weights()
         q = self.hook_q(self.project(query_input, self.W_Q, self.b_Q))
-        k = self.hook_k(self.project(key_input, self.W_K, self.b_K))
-        v = self.hook_v(self.project(value_input, self.W_V, self.b_V))
+        k = self.hook_k(self.project(key_input, W_K, b_K))
+        v = self.hook_v(self.project(value_input, W_V, b_V))
+        if self.cfg.use_qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rotary is not None:
+            past_len = past_kv.length if past_kv is not None else 0
+            query_positions, key_positions = self.positions(
+                q.shape[1], k.shape[1], past_len, query_positions, key_positions, q.device
+            )
+            q = self.hook_rot_q(self.rotary(q, query_positions))
+            k = self.hook_rot_k(self.rotary(k, key_positions))
         if past_kv is not None:
             k, v = past_kv.extend(k, v)
 
-        if self.cfg.use_fast_attention and not (
-            self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks
-        ):
+        if self.uses_fused_path():
             z = self.fast_attention(q, k, v, key_padding_mask, allowed_keys)
         else:
             mask = allowed_keys
@@ -101,20 +170,55 @@ class Attention(nn.Module):
         h, d, m = self.W_O.shape
         return affine(z.reshape(*z.shape[:2], h * d), self.W_O.reshape(h * d, m), self.b_O)
 
+    def uses_fused_path(self) -> bool:
+        """Whether the next forward runs ``scaled_dot_product_attention``: nothing reads or
+        edits the scores or the pattern, and the scores are not soft-capped."""
+        return (
+            self.cfg.use_fast_attention
+            and self.cfg.attn_scores_soft_cap <= 0
+            and not (self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks)
+        )
+
     @staticmethod
+    def positions(
+        query_len: int,
+        key_len: int,
+        past_len: int,
+        query_positions: Int[Tensor, "batch_or_1 query_pos"] | None,
+        key_positions: Int[Tensor, "batch_or_1 pos"] | None,
+        device: torch.device,
+    ) -> tuple[Int[Tensor, "batch_or_1 query_pos"], Int[Tensor, "batch_or_1 pos"]]:
+        """The rotary positions of the queries and the new keys, defaults filled in."""
+        if key_positions is None:
+            key_positions = torch.arange(past_len, past_len + key_len, device=device)[None]
+        if query_positions is None:
+            if query_len != key_len:
+                raise ValueError(
+                    f"{query_len} queries for {key_len} keys: pass query_positions (the "
+                    "absolute position of each query) to rotate them."
+                )
+            query_positions = key_positions
+        return query_positions, key_positions
+
     def attention_mask(
+        self,
         query_len: int,
         key_len: int,
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
         device: torch.device,
     ) -> Bool[Tensor, "batch_or_1 1 query_pos key_pos"]:
-        """True where a query may attend to a key: causal, and the key is not padding.
+        """True where a query may attend to a key: causal, within the window on a local
+        layer (``0 <= query - key < window_size``), and the key is not padding.
 
         Queries are the last ``query_len`` of ``key_len`` positions (earlier ones are cached).
         """
         query_pos = torch.arange(key_len - query_len, key_len, device=device)
         key_pos = torch.arange(key_len, device=device)
-        allowed = (key_pos[None, :] <= query_pos[:, None])[None, None]
+        distance = query_pos[:, None] - key_pos[None, :]
+        allowed = distance >= 0
+        if self.window_size is not None:
+            allowed = allowed & (distance < self.window_size)
+        allowed = allowed[None, None]
         if key_padding_mask is not None:
             allowed = allowed & key_padding_mask[:, None, None, :]
         return allowed
@@ -122,19 +226,26 @@ class Attention(nn.Module):
     def explicit_attention(
         self,
         q: Float[Tensor, "batch query_pos n_heads d_head"],
-        k: Float[Tensor, "batch key_pos n_heads d_head"],
-        v: Float[Tensor, "batch key_pos n_heads d_head"],
+        k: Float[Tensor, "batch key_pos n_key_value_heads d_head"],
+        v: Float[Tensor, "batch key_pos n_key_value_heads d_head"],
         mask: Bool[Tensor, "batch_or_1 1 query_pos key_pos"],
         padded: bool,
     ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
-        """Scores and pattern as tensors that hooks can read and overwrite.
+        """Scores (divided by ``attn_scale``, soft-capped, then masked) and pattern as
+        tensors that hooks can read and overwrite; the softmax runs in float32.
 
         The matmuls run head-major, [n_heads, batch, ...], the layout ``project`` produces, so
         they read q, k and v without copies; hooks see [batch, n_heads, ...] views of it.
         """
+        if self.grouped:  # each key/value head serves n_heads / n_key_value_heads queries
+            repeats = self.cfg.n_heads // self.n_key_value_heads
+            k, v = k.repeat_interleave(repeats, dim=2), v.repeat_interleave(repeats, dim=2)
         scores = torch.matmul(q.permute(2, 0, 1, 3), k.permute(2, 0, 3, 1)).transpose(0, 1)
-        scores = scores.div_(math.sqrt(self.cfg.d_head)).masked_fill_(~mask, float("-inf"))
-        scores = self.hook_attn_scores(scores)  # [batch, n_heads, query_pos, key_pos]
+        scores = scores.div_(self.cfg.attn_scale)
+        cap = self.cfg.attn_scores_soft_cap
+        if cap > 0:
+            scores = torch.tanh(scores / cap) * cap
+        scores = self.hook_attn_scores(scores.masked_fill_(~mask, float("-inf")))
         # Softmax copies a non-contiguous input, so it runs on the head-major layout too.
         pattern = scores.transpose(0, 1).float().softmax(dim=-1).transpose(0, 1)
         if padded:  # a padding query that sees only padding keys attends to nothing
@@ -146,24 +257,28 @@ class Attention(nn.Module):
     def fast_attention(
         self,
         q: Float[Tensor, "batch query_pos n_heads d_head"],
-        k: Float[Tensor, "batch key_pos n_heads d_head"],
-        v: Float[Tensor, "batch key_pos n_heads d_head"],
+        k: Float[Tensor, "batch key_pos n_key_value_heads d_head"],
+        v: Float[Tensor, "batch key_pos n_key_value_heads d_head"],
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
         allowed_keys: Bool[Tensor, "batch_or_1 1 query_pos key_pos"] | None = None,
     ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
-        """The same result through ``scaled_dot_product_attention``; a mask tensor is built
-        only when the causal flag cannot express it (padding, or some keys already cached)."""
+        """The same result through ``scaled_dot_product_attention`` (grouped keys and values
+        are not expanded); a mask tensor is built only when the causal flag cannot express
+        it (padding, some keys already cached, or a window shorter than the keys)."""
         query_len, key_len = q.shape[1], k.shape[1]
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, n_heads, pos, d_head]
-        if allowed_keys is None and key_padding_mask is None and query_len == key_len:
-            z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif allowed_keys is None and key_padding_mask is None and query_len == 1:
-            z = F.scaled_dot_product_attention(q, k, v)  # one new query sees every key
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, heads, pos, d_head]
+        options = dict(scale=1 / self.cfg.attn_scale, enable_gqa=self.grouped)
+        window_bites = self.window_size is not None and key_len > self.window_size
+        causal_only = allowed_keys is None and key_padding_mask is None and not window_bites
+        if causal_only and query_len == key_len:
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True, **options)
+        elif causal_only and query_len == 1:  # one new query sees every key
+            z = F.scaled_dot_product_attention(q, k, v, **options)
         else:
             mask = allowed_keys
             if mask is None:
                 mask = self.attention_mask(query_len, key_len, key_padding_mask, q.device)
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
             if key_padding_mask is not None:  # a query that sees only padding attends to nothing
                 z = z.nan_to_num(0.0)
         return z.transpose(1, 2)
