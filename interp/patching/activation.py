@@ -26,6 +26,8 @@ from interp.patching.results import LabelledTensor, label_result
 from interp.utils import get_act_name
 
 DEFAULT_MAX_BATCH_SIZE = 64
+# Activations with one head per key/value head ([batch, pos, n_key_value_heads, d_head]).
+KEY_VALUE_HOOKS = ("attn.hook_k", "attn.hook_rot_k", "attn.hook_v")
 
 
 # ------------------------------------------------------------------ patch setters (TL's)
@@ -74,8 +76,12 @@ def layer_head_dest_src_pos_pattern_patch_setter(corrupted_activation, index, cl
 
 
 # ------------------------------------------------------------------------ generic patch
-def _axis_sizes(model: Any, n_pos: int) -> dict[str, int]:
+def _axis_sizes(model: Any, n_pos: int, activation_name: str) -> dict[str, int]:
+    """The size of each index axis; keys and values (``hook_k``, ``hook_rot_k``, ``hook_v``)
+    have one head per key/value head under grouped-query attention."""
     n_heads = model.cfg.n_heads
+    if get_act_name(activation_name, layer=0).endswith(KEY_VALUE_HOOKS):
+        n_heads = model.cfg.n_key_value_heads or n_heads
     return {
         "layer": model.cfg.n_layers,
         "pos": n_pos,
@@ -131,7 +137,7 @@ def generic_activation_patch(
     corrupted_tokens = model.check_tokens(corrupted_tokens)
     n_pos = corrupted_tokens.shape[-1]
     if index_df is None:
-        sizes = _axis_sizes(model, n_pos)
+        sizes = _axis_sizes(model, n_pos, activation_name)
         unknown = [name for name in index_axis_names if name not in sizes]
         if unknown:
             raise ValueError(f"Unknown index axes {unknown}; use names from {sorted(sizes)}.")
@@ -301,6 +307,15 @@ def _stack(results: list[Tensor], names: tuple[str, ...], model: Any, tokens: Te
     return LabelledTensor(stacked, ("patch_type", *first.axis_names), (names, *first.axis_labels))
 
 
+def per_query_head(result: Tensor, like: LabelledTensor, model: Any) -> LabelledTensor:
+    """A key or value result [..., n_key_value_heads] spread to [..., n_heads] (each key/value
+    head's value repeated for the query heads that share it, as ``W_K`` expands), labelled
+    like ``like``, so it stacks with the per-query-head results."""
+    repeats = model.cfg.n_heads // result.shape[-1]
+    values = result.as_subclass(Tensor).repeat_interleave(repeats, dim=-1)
+    return LabelledTensor(values, like.axis_names, like.axis_labels)
+
+
 def get_act_patch_block_every(
     model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
 ) -> LabelledTensor:
@@ -320,6 +335,7 @@ def get_act_patch_attn_head_all_pos_every(
     model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
 ) -> LabelledTensor:
     """Head output, q, k, v and pattern patching (all positions) stacked: [5, n_layers, n_heads].
+    Under grouped-query attention a k or v entry is its key/value head's (``per_query_head``).
 
     Example:
         >>> get_act_patch_attn_head_all_pos_every(model, corrupted, clean_cache, metric).shape
@@ -332,6 +348,7 @@ def get_act_patch_attn_head_all_pos_every(
         get_act_patch_attn_head_pattern_all_pos,
     )
     results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
+    results[2:4] = [per_query_head(result, results[0], model) for result in results[2:4]]
     results[4] = LabelledTensor(results[4], results[0].axis_names, results[0].axis_labels)
     return _stack(results, HEAD_PATCH_TYPES, model, corrupted_tokens)
 
@@ -340,7 +357,8 @@ def get_act_patch_attn_head_by_pos_every(
     model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
 ) -> LabelledTensor:
     """Head output, q, k, v and pattern (by destination) patching at each position stacked:
-    [5, n_layers, pos, n_heads].
+    [5, n_layers, pos, n_heads]. Under grouped-query attention a k or v entry is its
+    key/value head's (``per_query_head``).
 
     Example:
         >>> get_act_patch_attn_head_by_pos_every(model, corrupted, clean_cache, metric).shape
@@ -353,6 +371,7 @@ def get_act_patch_attn_head_by_pos_every(
         get_act_patch_attn_head_pattern_by_pos,
     )
     results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
+    results[2:4] = [per_query_head(result, results[0], model) for result in results[2:4]]
     pattern = einops.rearrange(results[4].as_subclass(Tensor), "layer head pos -> layer pos head")
     results[4] = LabelledTensor(pattern, results[0].axis_names, results[0].axis_labels)
     return _stack(results, HEAD_PATCH_TYPES, model, corrupted_tokens)

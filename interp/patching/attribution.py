@@ -21,7 +21,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.patching.activation import BLOCK_PATCH_TYPES, HEAD_PATCH_TYPES
+from interp.patching.activation import BLOCK_PATCH_TYPES, HEAD_PATCH_TYPES, per_query_head
 from interp.patching.engine import check_same_shape
 from interp.patching.metrics import PatchingMetric, metric_value
 from interp.patching.results import LabelledTensor, label_result
@@ -187,6 +187,14 @@ def _stacked(estimates: dict[str, LabelledTensor], kinds: Sequence[str], names) 
     return LabelledTensor(values, ("patch_type", *first.axis_names), (names, *first.axis_labels))
 
 
+def _spread_key_value_heads(estimates: dict[str, LabelledTensor], kinds, model: Any) -> None:
+    """The k and v estimates (one per key/value head under grouped-query attention) spread
+    to every query head, as ``get_act_patch_attn_head_*_every`` does, so the kinds stack."""
+    out, _, k, v, _ = kinds
+    for kind in (k, v):
+        estimates[kind] = per_query_head(estimates[kind], estimates[out], model)
+
+
 def get_attr_patch_block_every(model, corrupted_tokens, clean_cache, metric, **options):
     """Estimates of ``get_act_patch_block_every``: [3, n_layers, pos] (resid_pre, attn_out,
     mlp_out), from one forward and one backward pass.
@@ -207,6 +215,7 @@ def get_attr_patch_attn_head_all_pos_every(model, corrupted_tokens, clean_cache,
     """
     kinds = [f"attn_head_{kind}_all_pos" for kind in HEAD_PATCH_TYPES]
     estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric, kinds, **options)
+    _spread_key_value_heads(estimates, kinds, model)
     return _stacked(estimates, kinds, HEAD_PATCH_TYPES)
 
 
@@ -219,6 +228,7 @@ def get_attr_patch_attn_head_by_pos_every(model, corrupted_tokens, clean_cache, 
     """
     kinds = [f"attn_head_{kind}_by_pos" for kind in HEAD_PATCH_TYPES]
     estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric, kinds, **options)
+    _spread_key_value_heads(estimates, kinds, model)
     pattern = estimates[kinds[-1]]
     first = estimates[kinds[0]]
     estimates[kinds[-1]] = LabelledTensor(

@@ -15,8 +15,9 @@ any result:
    pass at all.
 3. Runs are packed end to end along the position axis, not padded to a common length: a
    batch is [prompt, packed_pos, d_model], and an attention mask keeps each run to its own
-   positions and to the corrupted prefix before its ``s``. No position is computed for
-   nothing.
+   positions and to the corrupted prefix before its ``s`` (and, on "local" layers, to the
+   sliding window). Each packed position keeps its position in the prompt, which rotary
+   embeddings rotate by. No position is computed for nothing.
 4. Only what the metric reads is computed at the end: in the last block only the metric's
    positions get queries, attention output and MLP (the others only supply keys and values),
    and only those positions, and only the metric's ``vocab`` columns, are unembedded.
@@ -76,6 +77,35 @@ def check_same_shape(
         )
 
 
+def cached_key_name(model: Any, layer: int) -> str:
+    """The hook holding block ``layer``'s keys as attention stores them in a key/value cache:
+    after rotary embeddings (and the key norm) on rotary models."""
+    rotary = model.cfg.positional_embedding_type == "rotary"
+    return f"blocks.{layer}.attn.hook_{'rot_k' if rotary else 'k'}"
+
+
+def batching_obstacle(model: Any) -> str | None:
+    """Why patched runs of ``model`` cannot be packed into batches exactly (None: they can).
+
+    Packed runs restart from the corrupted run's cached keys, read at ``cached_key_name``;
+    a key norm without rotary embeddings has no hook holding its normalised keys.
+    """
+    callers_hooks = sorted(point.name for point in model.hook_points() if point.has_hooks)
+    if callers_hooks:
+        return (
+            f"Hooks are attached at {callers_hooks[:3]}{'...' if len(callers_hooks) > 3 else ''}"
+            ". They act in every patched run, and may depend on positions or batch rows, so "
+            "patching runs one forward pass per index, as TransformerLens does (slower). "
+            "Attach them only around your own calls (model.hooks(...)) for batched patching."
+        )
+    if model.cfg.use_qk_norm and model.cfg.positional_embedding_type != "rotary":
+        return (
+            "use_qk_norm without rotary embeddings: no hook holds the normalised keys that "
+            "batched runs restart from, so patching runs one forward pass per index (slower)."
+        )
+    return None
+
+
 def corrupted_run_cache(
     model: Any,
     tokens: Int[Tensor, "prompt pos"],
@@ -97,7 +127,7 @@ def corrupted_run_cache(
     for layer in range(first_layer, n_layers):
         names |= {
             f"blocks.{layer}.hook_resid_pre",
-            f"blocks.{layer}.attn.hook_k",
+            cached_key_name(model, layer),
             f"blocks.{layer}.attn.hook_v",
         }
     with torch.no_grad():
@@ -171,19 +201,13 @@ def run_patches(
             run.first_changed = first
             live_runs.append(run)
 
-    callers_hooks = sorted(point.name for point in model.hook_points() if point.has_hooks)
-    if callers_hooks:
-        warnings.warn(
-            f"Hooks are attached at {callers_hooks[:3]}{'...' if len(callers_hooks) > 3 else ''}"
-            ". They act in every patched run, and may depend on positions or batch rows, so "
-            "patching runs one forward pass per index, as TransformerLens does (slower). "
-            "Attach them only around your own calls (model.hooks(...)) for batched patching.",
-            stacklevel=3,
-        )
+    obstacle = batching_obstacle(model)
+    if obstacle is not None:
+        warnings.warn(obstacle, stacklevel=3)
     bar = tqdm(total=len(runs), desc=description, disable=not progress)
     bar.update(len(runs) - len(live_runs))
     with torch.no_grad():
-        if callers_hooks:
+        if obstacle is not None:
             for run in live_runs:
                 results[run.number] = _run_alone(
                     model, tokens, clean_cache, patch_setter, run, evaluator
@@ -230,7 +254,8 @@ def _run_wavefront(
     last_layer = model.cfg.n_layers - 1
     residual = None  # [prompt, packed, d_model] of the runs joined so far
     n_joined = 0
-    allowed_keys = None
+    masks: dict[int | None, Tensor] = {}  # allowed_keys of the joined runs, by window size
+    positions = None  # [1, packed]: each packed position's position in its prompt
     outputs = None
     for layer in range(batch.runs[0].layer, last_layer + 1):
         entering = [i for i, run in enumerate(batch.runs) if run.layer == layer]
@@ -239,22 +264,28 @@ def _run_wavefront(
             joining = [_joining_residual(batch, i, corrupted, patched_activation) for i in entering]
             residual = torch.cat(joining if residual is None else [residual, *joining], dim=1)
             n_joined += len(entering)
-            allowed_keys = batch.allowed_keys(n_joined, residual.device)
+            masks = {}
+            positions = batch.positions(n_joined, residual.device)
             hooks = _patch_hooks(batch, entering, patched_activation)
+        block = model.blocks[layer]
+        window = block.attn.window_size  # None on a global layer
+        if window not in masks:
+            masks[window] = batch.allowed_keys(n_joined, residual.device, window)
         past_kv = None
         if batch.n_prefix > 0:  # the corrupted prefix, the same for every run
             past_kv = KeyValueCacheEntry(
-                corrupted[f"blocks.{layer}.attn.hook_k"][:, : batch.n_prefix],
+                corrupted[cached_key_name(model, layer)][:, : batch.n_prefix],
                 corrupted[f"blocks.{layer}.attn.hook_v"][:, : batch.n_prefix],
             )
-        block = model.blocks[layer]
         if layer == last_layer and _only_outputs_matter(hooks, evaluator):
             outputs = batch.metric_outputs(evaluator.read_positions)
         output_positions = (
             None if outputs is None else torch.tensor(outputs, device=residual.device)
         )
         with model.hooks(fwd_hooks=hooks):
-            residual = block(residual, None, past_kv, allowed_keys, output_positions)
+            residual = block(
+                residual, None, past_kv, masks[window], output_positions, positions=positions
+            )
     return batch.metric_residuals(residual, outputs, evaluator)
 
 

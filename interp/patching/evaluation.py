@@ -85,7 +85,12 @@ class MetricEvaluator:
     def logits(
         self, resid: Float[Tensor, "rows n_read d_model"]
     ) -> Float[Tensor, "rows n_read n_columns"]:
-        return affine(self.model.ln_final(resid), self.unembed_weight, self.unembed_bias)
+        """The model's logits (soft-capped as its ``unembed`` caps them), ``vocab`` columns."""
+        logits = affine(self.model.ln_final(resid), self.unembed_weight, self.unembed_bias)
+        cap = self.model.cfg.output_logits_soft_cap
+        if cap > 0:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def evaluate(self, resid: Float[Tensor, "rows n_read d_model"]) -> Float[Tensor, " n_runs"]:
         """Metric per run for the final residuals at the positions it reads (``read``), rows

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp.patching.evaluation import MetricEvaluator
@@ -55,12 +55,24 @@ class PackedBatch:
     def packed_position(self, run: int, position: int) -> int:
         return self.offsets[run] + position - self.runs[run].first_changed
 
+    def positions(self, n_joined: int, device: torch.device) -> Int[Tensor, "1 packed"]:
+        """The position in the prompt of each packed position of the first ``n_joined`` runs
+        (run ``i`` holds positions ``first_changed:``), for rotary embeddings and windows."""
+        return torch.cat(
+            [
+                torch.arange(run.first_changed, self.n_pos, device=device)
+                for run in self.runs[:n_joined]
+            ]
+        )[None]
+
     def allowed_keys(
-        self, n_joined: int, device: torch.device
+        self, n_joined: int, device: torch.device, window_size: int | None = None
     ) -> Bool[Tensor, "1 1 packed n_prefix_plus_packed"]:
         """The attention mask of the first ``n_joined`` runs: a packed position sees the
         corrupted prefix before its run's first changed position, then its own run's
-        positions up to itself. Keys are the ``n_prefix`` prefix positions, then the packed."""
+        positions up to itself. Keys are the ``n_prefix`` prefix positions, then the packed.
+        With ``window_size`` (a "local" layer), a query at prompt position ``i`` also sees only
+        keys at prompt positions ``j`` with ``i - j < window_size``, as the model does."""
         lengths = torch.tensor(self.lengths[:n_joined], device=device)
         firsts = torch.tensor([run.first_changed for run in self.runs[:n_joined]], device=device)
         run_of = torch.repeat_interleave(torch.arange(n_joined, device=device), lengths)
@@ -68,7 +80,12 @@ class PackedBatch:
         packed = torch.arange(len(run_of), device=device)
         prefix = torch.arange(self.n_prefix, device=device)[None, :] < first_of[:, None]
         own_run = (run_of[:, None] == run_of[None, :]) & (packed[None, :] <= packed[:, None])
-        return torch.cat([prefix, own_run], dim=1)[None, None]
+        allowed = torch.cat([prefix, own_run], dim=1)
+        if window_size is not None:
+            query_position = self.positions(n_joined, device)[0]  # [packed]
+            key_position = torch.cat([torch.arange(self.n_prefix, device=device), query_position])
+            allowed &= query_position[:, None] - key_position[None, :] < window_size
+        return allowed[None, None]
 
     def metric_outputs(self, read_positions: Sequence[int]) -> list[int]:
         """The packed positions whose final residual the metric reads (ascending)."""

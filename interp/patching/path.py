@@ -69,7 +69,33 @@ def _parse_receivers(model: Any, receivers: Sequence[Receiver]):
                 "or (layer, 'mlp')."
             )
     head_inputs = {key: sorted(set(heads)) for key, heads in head_inputs.items()}
+    n_kv_heads = model.cfg.n_key_value_heads or n_heads
+    for (layer, kind), heads in head_inputs.items():
+        if kind in "kv" and n_kv_heads != n_heads:
+            head_inputs[layer, kind] = _key_value_heads(layer, kind, heads, n_heads // n_kv_heads)
     return head_inputs, sorted(mlp_layers), resid_end
+
+
+def _key_value_heads(layer: int, kind: str, heads: list[int], group: int) -> list[int]:
+    """The key/value heads whose ``kind`` input receives, under grouped-query attention: a
+    key or value input is shared by ``group`` query heads, so receivers are whole groups."""
+    kv_heads = sorted({head // group for head in heads})
+    for kv_head in kv_heads:
+        shared = list(range(kv_head * group, (kv_head + 1) * group))
+        if not set(shared) <= set(heads):
+            raise ValueError(
+                f"Receiver ({layer}, {heads[0] if len(heads) == 1 else heads}, {kind!r}): with "
+                f"grouped-query attention, query heads {shared} of layer {layer} share one "
+                f"{'key' if kind == 'k' else 'value'} input, so it reaches all of them; pass the "
+                f"whole group as receivers ({[(layer, h, kind) for h in shared]})."
+            )
+    return kv_heads
+
+
+def _mlp_input_name(model: Any, layer: int) -> str:
+    """The residual stream an MLP reads: ``hook_resid_mid``, or ``hook_resid_pre`` in a
+    parallel block (attention and MLP both read it)."""
+    return f"blocks.{layer}.hook_resid_{'pre' if model.cfg.parallel_attn_mlp else 'mid'}"
 
 
 @contextmanager
@@ -122,7 +148,7 @@ def path_patch_runs(
         raise KeyError(f"new_cache lacks {missing[:3]}...; cache every hook_z of the new run.")
     # What each receiver reads, by the hook that holds it in step 1.
     read_names = {f"blocks.{layer}.hook_resid_pre": layer for layer, _ in head_inputs}
-    read_names |= {f"blocks.{layer}.hook_resid_mid": layer for layer in mlp_layers}
+    read_names |= {_mlp_input_name(model, layer): layer for layer in mlp_layers}
     final_name = f"blocks.{n_layers - 1}.hook_resid_post"
     if resid_end:
         read_names[final_name] = n_layers - 1
@@ -182,7 +208,7 @@ def path_patch_runs(
 
                 step2_hooks.append((f"blocks.{layer}.hook_{kind}_input", add_to_heads))
             for layer in mlp_layers:
-                delta = signal[f"blocks.{layer}.hook_resid_mid"]
+                delta = signal[_mlp_input_name(model, layer)]
                 step2_hooks.append(
                     (f"blocks.{layer}.hook_mlp_in", lambda act, hook, delta=delta: act + delta)
                 )
@@ -210,7 +236,8 @@ def path_patch(
     run only through ``receivers``; a scalar.
 
     Receivers: ``"resid_end"`` (the final residual stream), ``(layer, head, "q"|"k"|"v")``
-    (one head's query, key or value input), ``(layer, "mlp")`` (an MLP's input).
+    (one head's query, key or value input; under grouped-query attention a key or value
+    input is shared by a group of heads, given whole), ``(layer, "mlp")`` (an MLP's input).
 
     Example:
         >>> path_patch(model, clean_tokens, corrupted_cache, metric, senders=[(9, 9)],
