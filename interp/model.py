@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from interp.analysis.factored_matrix import FactoredMatrix
-from interp.components import Embed, LayerNorm, PosEmbed, TransformerBlock, Unembed
+from interp.components import Embed, PosEmbed, TransformerBlock, Unembed, make_norm
 from interp.config import HookedTransformerConfig
 from interp.devices import check_device
 from interp.hooks import HookedRootModule, HookPoint, NamesFilter
@@ -51,10 +52,11 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
         cfg.set_d_vocab_from_tokenizer(self.tokenizer)
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
-        self.pos_embed = PosEmbed(cfg)
-        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
-        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
-        self.ln_final = LayerNorm(cfg) if cfg.normalization_type else nn.Identity()
+        if cfg.positional_embedding_type == "standard":  # rotary rotates q and k instead
+            self.pos_embed = PosEmbed(cfg)
+            self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
+        self.blocks = nn.ModuleList(TransformerBlock(cfg, index) for index in range(cfg.n_layers))
+        self.ln_final = make_norm(cfg)
         self.unembed = Unembed(cfg)
         self.init_weights()
         self.setup()
@@ -77,15 +79,19 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
         return super().cuda(device)
 
     def init_weights(self) -> None:
-        """GPT-2's initialisation: weights ~ N(0, init_range), biases 0, norms 1."""
+        """GPT-2's initialisation: weights ~ N(0, init_range), biases 0, norms 1; with
+        ``cfg.tie_word_embeddings``, ``W_U`` is a copy of ``W_E.T``."""
         generator = (
             torch.Generator().manual_seed(self.cfg.seed) if self.cfg.seed is not None else None
         )
         for name, param in self.named_parameters():
-            if name.split(".")[-1].startswith("W_"):
+            if name.split(".")[-1].lstrip("_").startswith("W_"):  # GQA's _W_K/_W_V too
                 with torch.no_grad():
                     values = torch.randn(param.shape, generator=generator, dtype=torch.float32)
                     param.copy_(values * self.cfg.init_range)
+        if self.cfg.tie_word_embeddings:
+            with torch.no_grad():
+                self.unembed.W_U.copy_(self.embed.W_E.T)
 
     @property
     def device(self) -> torch.device:
@@ -148,10 +154,12 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
             if attention_mask is not None and not attention_mask.all()
             else None
         )
+        past_len = past_kv_cache.length if past_kv_cache is not None else 0
+        positions = self.token_positions(attention_mask, past_len, residual.shape[1], residual)
 
         for index in range(start, stop):
             past_kv = past_kv_cache[index] if past_kv_cache is not None else None
-            residual = self.blocks[index](residual, key_padding_mask, past_kv)
+            residual = self.blocks[index](residual, key_padding_mask, past_kv, positions=positions)
         if stop_at_layer is not None:
             return residual
         residual = self.ln_final(residual)  # runs for return_type=None too, so its hooks fire
@@ -236,16 +244,38 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
         attention_mask: Int[Tensor, "batch all_pos"] | None = None,
         past_len: int = 0,
     ) -> Float[Tensor, "batch pos d_model"]:
-        """Token plus position embeddings; left padding shifts each text to start at position 0."""
+        """Token embeddings (``hook_embed``), plus learned position embeddings
+        (``hook_pos_embed``) unless the model is rotary; left padding shifts each text to
+        start at position 0."""
+        embed = self.hook_embed(self.embed(tokens))
+        if self.cfg.positional_embedding_type == "rotary":
+            return embed
         batch, n_new = tokens.shape
-        if attention_mask is not None:
-            positions = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)[:, past_len:]
-        else:
-            positions = torch.arange(past_len, past_len + n_new, device=tokens.device)[None]
+        positions = self.token_positions(attention_mask, past_len, n_new, tokens)
         # Without padding every row has the same positions: one [1, pos, d_model] lookup,
         # broadcast (not copied) over the batch.
         pos_embed = self.pos_embed(positions).expand(batch, n_new, -1)
-        return self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(pos_embed)
+        return embed + self.hook_pos_embed(pos_embed)
+
+    @staticmethod
+    def token_positions(
+        attention_mask: Int[Tensor, "batch all_pos"] | None,
+        past_len: int,
+        n_new: int,
+        like: Tensor,
+    ) -> Int[Tensor, "batch_or_1 pos"]:
+        """The absolute position of each new token: ``past_len`` onwards ([1, pos], shared by
+        every row), or with a mask over cached plus new positions, each row's count of real
+        tokens before it, so left padding shifts a text to start at 0 (as Hugging Face's
+        ``attention_mask.cumsum(-1) - 1``; padding gets 0). ``like`` gives the device.
+
+        Example:
+            >>> HookedTransformer.token_positions(torch.tensor([[0, 1, 1]]), 0, 3, tokens)
+            tensor([[0, 0, 1]])
+        """
+        if attention_mask is not None:
+            return (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)[:, past_len:]
+        return torch.arange(past_len, past_len + n_new, device=like.device)[None]
 
     def _layer_index(self, layer: int | None, what: str, default: int) -> int:
         if layer is None:
@@ -425,8 +455,9 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
 
     # --------------------------------------------------------------------- weight views
     def _stack(self, path: str) -> Tensor:
-        """One parameter of every block, stacked on a leading layer axis."""
-        return torch.stack([block.get_parameter(path) for block in self.blocks])
+        """One weight of every block (a parameter, or a property such as grouped-query
+        attention's expanded ``W_K``), stacked on a leading layer axis."""
+        return torch.stack([operator.attrgetter(path)(block) for block in self.blocks])
 
     @property
     def W_E(self) -> Float[Tensor, "d_vocab d_model"]:
@@ -434,6 +465,11 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
 
     @property
     def W_pos(self) -> Float[Tensor, "n_ctx d_model"]:
+        if self.cfg.positional_embedding_type != "standard":
+            raise ValueError(
+                f"This model has {self.cfg.positional_embedding_type} position embeddings: "
+                "no W_pos (positions rotate the queries and keys inside attention)."
+            )
         return self.pos_embed.W_pos
 
     @property
@@ -514,6 +550,11 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
     @property
     def W_in(self) -> Float[Tensor, "n_layers d_model d_mlp"]:
         return self._stack("mlp.W_in")
+
+    @property
+    def W_gate(self) -> Float[Tensor, "n_layers d_model d_mlp"]:
+        """The gate projections of a gated MLP (``cfg.gated_mlp``)."""
+        return self._stack("mlp.W_gate")
 
     @property
     def W_out(self) -> Float[Tensor, "n_layers d_mlp d_model"]:

@@ -7,7 +7,7 @@ from interp.components.attention import Attention
 from interp.components.block import OPT_IN_HOOKS, TransformerBlock
 from interp.components.embeddings import Embed, PosEmbed, Unembed
 from interp.components.mlp import MLP
-from interp.components.norms import LayerNorm, LayerNormPre, RMSNorm, RMSNormPre
+from interp.components.norms import LayerNorm, LayerNormPre, RMSNorm, RMSNormPre, make_norm
 
 __all__ = [
     "ACTIVATIONS",
@@ -24,4 +24,5 @@ __all__ = [
     "Unembed",
     "affine",
     "gelu_fast",
+    "make_norm",
 ]

@@ -20,9 +20,15 @@ def gelu_fast(x: Tensor) -> Tensor:
     return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
 
 
+def gelu_tanh(x: Tensor) -> Tensor:
+    """GELU's tanh approximation: GPT-2's "gelu_new", Gemma's "gelu_pytorch_tanh"."""
+    return F.gelu(x, approximate="tanh")
+
+
 ACTIVATIONS = {
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu": F.gelu,
+    "gelu_new": gelu_tanh,
+    "gelu_pytorch_tanh": gelu_tanh,
+    "gelu": F.gelu,  # exact (erf), GPT-NeoX's
     "relu": F.relu,
     "gelu_fast": gelu_fast,
     "silu": F.silu,

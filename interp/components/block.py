@@ -1,19 +1,22 @@
-"""One transformer block: the residual stream through attention then the MLP."""
+"""One transformer block: the residual stream through attention then the MLP (or both at
+once, for parallel blocks), each optionally between two norms."""
 
 from __future__ import annotations
 
+import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
 from interp.components.attention import Attention
 from interp.components.mlp import MLP
-from interp.components.norms import LayerNorm
+from interp.components.norms import make_norm
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
 from interp.kv_cache import KeyValueCacheEntry
 
 # Opt-in hook points: config flag -> (the module that holds them, their names).
-# hook_attn_in and the q/k/v inputs are [batch, pos, n_heads, d_model]; hook_mlp_in is
+# hook_attn_in and hook_q_input are [batch, pos, n_heads, d_model]; hook_k_input and
+# hook_v_input are [batch, pos, n_key_value_heads, d_model]; hook_mlp_in is
 # [batch, pos, d_model]; hook_result is [batch, pos, n_heads, d_model].
 OPT_IN_HOOKS = {
     "use_attn_result": ("attn", ("hook_result",)),
@@ -24,25 +27,52 @@ OPT_IN_HOOKS = {
 
 
 class TransformerBlock(nn.Module):
-    """resid_pre -> (+ attention) resid_mid -> (+ MLP) resid_post; attention-only skips the MLP."""
+    """resid_pre -> (+ attention) resid_mid -> (+ MLP) resid_post, as TransformerLens's block.
 
-    def __init__(self, cfg: HookedTransformerConfig) -> None:
+    The config composes it: ``ln1``/``ln2`` are the norms ``normalization_type`` names;
+    ``use_normalization_before_and_after`` adds ``ln1_post``/``ln2_post`` on the attention
+    and MLP outputs (``hook_attn_out``/``hook_mlp_out`` see them after that norm);
+    ``parallel_attn_mlp`` feeds ``resid_pre`` to both attention and MLP (there is then no
+    ``hook_resid_mid``); attention-only blocks have no MLP. ``block_index`` picks the
+    layer's attention type in ``cfg.attn_types``.
+
+    Example:
+        >>> block = TransformerBlock(cfg, block_index=0)
+        >>> block(resid_pre).shape   # [batch, pos, d_model]
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig, block_index: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
-        self.ln1 = LayerNorm(cfg) if cfg.normalization_type else nn.Identity()
-        self.attn = Attention(cfg)
+        self.block_index = block_index
+        sandwich = cfg.use_normalization_before_and_after
+        self.ln1 = make_norm(cfg)
+        self.attn = Attention(cfg, layer_index=block_index)
+        if sandwich:
+            self.ln1_post = make_norm(cfg, weighted=True)
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
-        self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
         if not cfg.attn_only:
-            self.ln2 = LayerNorm(cfg) if cfg.normalization_type else nn.Identity()
+            self.ln2 = make_norm(cfg)
             self.mlp = MLP(cfg)
-            self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
+            if sandwich:
+                self.ln2_post = make_norm(cfg, weighted=True)
+            if not cfg.parallel_attn_mlp:
+                self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
             self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
+        self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
         self.sync_opt_in_hooks()
 
     def sync_opt_in_hooks(self) -> None:
         """Create the opt-in hook points whose config flag is on and drop the others."""
+        n_kv_heads = self.cfg.n_key_value_heads or self.cfg.n_heads
+        if self.cfg.use_attn_in and n_kv_heads != self.cfg.n_heads:
+            raise ValueError(
+                f"use_attn_in=True feeds one input per query head to q, k and v, but this model "
+                f"has n_key_value_heads={n_kv_heads} < n_heads={self.cfg.n_heads}; use "
+                "use_split_qkv_input=True (hook_k_input/hook_v_input have one input per "
+                "key/value head) instead."
+            )
         for flag, (owner, names) in OPT_IN_HOOKS.items():
             module = self.attn if owner == "attn" else self
             wanted = getattr(self.cfg, flag) and not (
@@ -61,6 +91,7 @@ class TransformerBlock(nn.Module):
         past_kv: KeyValueCacheEntry | None = None,
         allowed_keys: Bool[Tensor, "batch_or_1 1 pos key_pos"] | None = None,
         output_positions: Int[Tensor, " n_out"] | None = None,
+        positions: Int[Tensor, "batch_or_1 pos"] | None = None,
     ) -> Float[Tensor, "batch pos_or_n_out d_model"]:
         """The block on ``resid_pre``, attending to ``past_kv`` then to these positions.
 
@@ -69,20 +100,16 @@ class TransformerBlock(nn.Module):
         positions are computed past the keys and values (queries, attention output, MLP),
         and the result is [batch, n_out, d_model]; the other positions only supply keys and
         values. ``hook_q`` and every hook after the attention then see the output positions
-        only.
+        only. ``positions`` are the absolute positions of these tokens, for rotary
+        embeddings (default: ``past_kv.length`` onwards, the same for every row).
         """
         resid_pre = self.hook_resid_pre(resid_pre)
-        attn_in = resid_pre
-        if self.cfg.use_attn_in or self.cfg.use_split_qkv_input:
-            attn_in = resid_pre[:, :, None, :].expand(-1, -1, self.cfg.n_heads, -1)
-        if self.cfg.use_attn_in:
-            attn_in = self.hook_attn_in(attn_in.clone())
-        if self.cfg.use_split_qkv_input:
-            query_input = self.ln1(self.hook_q_input(attn_in.clone()))
-            key_input = self.ln1(self.hook_k_input(attn_in.clone()))
-            value_input = self.ln1(self.hook_v_input(attn_in.clone()))
-        else:  # one input shared by q, k and v: normalise it once
-            query_input = key_input = value_input = self.ln1(attn_in)
+        query_input, key_input, value_input = self.attention_inputs(resid_pre)
+        if positions is None:
+            past_len = past_kv.length if past_kv is not None else 0
+            start, n_pos = past_len, resid_pre.shape[1]
+            positions = torch.arange(start, start + n_pos, device=resid_pre.device)[None]
+        query_positions = positions
         if output_positions is not None:
             if allowed_keys is None:
                 n_pos = resid_pre.shape[1]
@@ -93,14 +120,63 @@ class TransformerBlock(nn.Module):
             allowed_keys = allowed_keys[:, :, output_positions]
             query_input = query_input[:, output_positions]
             resid_pre = resid_pre[:, output_positions]
+            query_positions = positions[:, output_positions]
         attn_out = self.attn(
-            query_input, key_input, value_input, key_padding_mask, past_kv, allowed_keys
+            query_input,
+            key_input,
+            value_input,
+            key_padding_mask,
+            past_kv,
+            allowed_keys,
+            query_positions=query_positions,
+            key_positions=positions,
         )
+        if self.cfg.use_normalization_before_and_after:
+            attn_out = self.ln1_post(attn_out)
         attn_out = self.hook_attn_out(attn_out)
         if self.cfg.attn_only:
             return self.hook_resid_post(resid_pre + attn_out)
 
+        if self.cfg.parallel_attn_mlp:  # the MLP reads resid_pre too; no resid_mid
+            mlp_out = self.mlp_output(resid_pre)
+            # Summed as Hugging Face's GPT-NeoX sums them, so half precision rounds alike.
+            return self.hook_resid_post(resid_pre + (attn_out + mlp_out))
         resid_mid = self.hook_resid_mid(resid_pre + attn_out)
-        mlp_in = self.hook_mlp_in(resid_mid.clone()) if self.cfg.use_hook_mlp_in else resid_mid
-        mlp_out = self.hook_mlp_out(self.mlp(self.ln2(mlp_in)))
-        return self.hook_resid_post(resid_mid + mlp_out)
+        return self.hook_resid_post(resid_mid + self.mlp_output(resid_mid))
+
+    def attention_inputs(
+        self, resid_pre: Float[Tensor, "batch pos d_model"]
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The normalised query, key and value inputs: one [batch, pos, d_model] tensor
+        shared by all three, or per-head copies when ``use_attn_in`` or
+        ``use_split_qkv_input`` hooks them ([batch, pos, n_heads or n_kv_heads, d_model])."""
+        cfg = self.cfg
+        if not (cfg.use_attn_in or cfg.use_split_qkv_input):
+            normalized = self.ln1(resid_pre)  # one input shared by q, k and v: normalise once
+            return normalized, normalized, normalized
+        n_kv_heads = cfg.n_key_value_heads or cfg.n_heads
+        attn_in = resid_pre[:, :, None, :].expand(-1, -1, cfg.n_heads, -1)
+        if cfg.use_attn_in:
+            attn_in = self.hook_attn_in(attn_in.clone())
+        if not cfg.use_split_qkv_input:
+            normalized = self.ln1(attn_in)
+            return normalized, normalized, normalized
+        # use_attn_in needs n_kv_heads == n_heads (sync_opt_in_hooks): k and v read attn_in.
+        kv_in = attn_in if cfg.use_attn_in else resid_pre[:, :, None].expand(-1, -1, n_kv_heads, -1)
+        return (
+            self.ln1(self.hook_q_input(attn_in.clone())),
+            self.ln1(self.hook_k_input(kv_in.clone())),
+            self.ln1(self.hook_v_input(kv_in.clone())),
+        )
+
+    def mlp_output(
+        self, mlp_in: Float[Tensor, "batch pos d_model"]
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """``hook_mlp_out``: the MLP on ``ln2`` of its input (``hook_mlp_in``), then
+        ``ln2_post`` when the block has sandwich norms."""
+        if self.cfg.use_hook_mlp_in:
+            mlp_in = self.hook_mlp_in(mlp_in.clone())
+        mlp_out = self.mlp(self.ln2(mlp_in))
+        if self.cfg.use_normalization_before_and_after:
+            mlp_out = self.ln2_post(mlp_out)
+        return self.hook_mlp_out(mlp_out)

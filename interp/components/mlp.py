@@ -1,4 +1,4 @@
-"""The feed-forward layer: ``act(x @ W_in + b_in) @ W_out + b_out``."""
+"""The feed-forward layer: ``act(x @ W_in + b_in) @ W_out + b_out``, or gated (SwiGLU, GeGLU)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,41 @@ from interp.hooks import HookPoint
 
 
 class MLP(nn.Module):
+    """``act(x @ W_in + b_in) @ W_out + b_out``; ``hook_pre`` before the activation,
+    ``hook_post`` after it.
+
+    With ``cfg.gated_mlp`` (Llama's SwiGLU, Gemma's GeGLU) it is TransformerLens's
+    ``GatedMLP``: ``(act(x @ W_gate) * (x @ W_in) + b_in) @ W_out + b_out``, with
+    ``hook_pre`` the gate's pre-activation ``x @ W_gate``, ``hook_pre_linear`` the up
+    projection ``x @ W_in`` and ``hook_post`` ``act(gate) * up + b_in`` (checkpoints of
+    these families have no MLP biases: ``b_in`` and ``b_out`` are zeros).
+
+    Example:
+        >>> mlp = MLP(cfg)   # cfg.gated_mlp=True, act_fn="silu": == LlamaMLP's
+        >>> mlp(x).shape     # [batch, pos, d_model]
+    """
+
     def __init__(self, cfg: HookedTransformerConfig) -> None:
         super().__init__()
+        self.gated = cfg.gated_mlp
+        if self.gated:
+            self.W_gate = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp, dtype=cfg.dtype))
         self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp, dtype=cfg.dtype))
         self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp, dtype=cfg.dtype))
         self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model, dtype=cfg.dtype))
         self.b_out = nn.Parameter(torch.zeros(cfg.d_model, dtype=cfg.dtype))
         self.act_fn = ACTIVATIONS[cfg.act_fn]
         self.hook_pre = HookPoint()  # [batch, pos, d_mlp]
+        if self.gated:
+            self.hook_pre_linear = HookPoint()  # [batch, pos, d_mlp]
         self.hook_post = HookPoint()  # [batch, pos, d_mlp]
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        pre = self.hook_pre(affine(x, self.W_in, self.b_in))
-        post = self.hook_post(self.act_fn(pre))
+        if self.gated:
+            gate = self.hook_pre(torch.matmul(x, self.W_gate))
+            up = self.hook_pre_linear(torch.matmul(x, self.W_in))
+            post = self.hook_post(torch.addcmul(self.b_in, self.act_fn(gate), up))
+        else:
+            pre = self.hook_pre(affine(x, self.W_in, self.b_in))
+            post = self.hook_post(self.act_fn(pre))
         return affine(post, self.W_out, self.b_out)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float
@@ -23,15 +21,21 @@ def _config(cfg: HookedTransformerConfig | dict) -> HookedTransformerConfig:
 class LayerNorm(nn.Module):
     """Layer norm whose scale (the root-mean-square after centring) is a hook point.
 
-    ``normalization_type="LNPre"`` has no weight or bias: they were folded into the next layer.
+    ``normalization_type="LNPre"`` has no weight or bias: they were folded into the next layer
+    (``weighted`` overrides that: True keeps them, False leaves them out).
     """
 
-    def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
+    def __init__(
+        self,
+        cfg: HookedTransformerConfig | dict,
+        length: int | None = None,
+        weighted: bool | None = None,
+    ) -> None:
         super().__init__()
         cfg = _config(cfg)
         self.eps = cfg.eps
         self.length = cfg.d_model if length is None else length
-        if cfg.normalization_type == "LN":
+        if weighted if weighted is not None else cfg.normalization_type == "LN":
             self.w = nn.Parameter(torch.ones(self.length, dtype=cfg.dtype))
             self.b = nn.Parameter(torch.zeros(self.length, dtype=cfg.dtype))
         else:
@@ -62,48 +66,77 @@ class LayerNormPre(LayerNorm):
         >>> LayerNormPre(cfg)(x)   # == F.layer_norm(x, (d_model,), eps=cfg.eps)
     """
 
-    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
-        cfg = _config(cfg)
-        super().__init__(dataclasses.replace(cfg, normalization_type="LNPre"))
+    def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
+        super().__init__(cfg, length, weighted=False)
 
 
 class RMSNormPre(nn.Module):
-    """TransformerLens's ``RMSNormPre``: ``x / sqrt(mean(x²) + eps)``, no weight; computed in
-    float32 for half-precision configs. ``hook_scale`` is [batch, pos, 1].
+    """TransformerLens's ``RMSNormPre``: ``x / sqrt(mean(x²) + eps)``, no weight (it was folded
+    into the next layer). Half-precision inputs are normalised in float32, as Hugging Face
+    does; the hooks see float32 and the output has the input's dtype. ``hook_scale`` is
+    [batch, pos, 1], ``sqrt(mean(x²) + eps)``.
 
     Example:
-        >>> RMSNormPre(cfg)(x)   # x / (x.pow(2).mean(-1, keepdim=True) + cfg.eps).sqrt()
+        >>> RMSNormPre(cfg)(x)   # x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.eps)
     """
 
-    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
+    def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
         super().__init__()
         self.cfg = _config(cfg)
         self.eps = self.cfg.eps
+        self.length = self.cfg.d_model if length is None else length
         self.hook_scale = HookPoint()  # [batch, pos, 1]
         self.hook_normalized = HookPoint()  # [batch, pos, length]
 
     def normalize(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
-        if self.cfg.dtype not in (torch.float32, torch.float64):
+        """The normalised input, in float32 for half-precision inputs (float64 stays)."""
+        if x.dtype not in (torch.float32, torch.float64):
             x = x.float()
-        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
-        return self.hook_normalized(x / scale).to(self.cfg.dtype)
+        inverse_scale = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        if not self.hook_scale.has_hooks:
+            return self.hook_normalized(x * inverse_scale)  # Hugging Face's exact arithmetic
+        scale = self.hook_scale(inverse_scale.reciprocal())  # [batch, pos, 1]
+        if self.hook_scale.only_read:
+            return self.hook_normalized(x * inverse_scale)
+        return self.hook_normalized(x / scale)  # a hook may change the scale: divide by it
 
     def forward(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
-        return self.normalize(x)
+        return self.normalize(x).to(x.dtype)
 
 
 class RMSNorm(RMSNormPre):
-    """TransformerLens's ``RMSNorm`` (LLaMA's norm): ``RMSNormPre`` times a weight ``w``
-    (``[length]``, ``d_model`` by default). ``hook_normalized`` is before the weight.
+    """TransformerLens's ``RMSNorm`` (Llama's norm): ``RMSNormPre`` times a weight ``w``
+    (``[length]``, ``d_model`` by default). ``hook_normalized`` is before the weight; as in
+    Hugging Face's ``LlamaRMSNorm`` the normalised input is cast back to the input's dtype
+    before it is multiplied by ``w``. (Gemma's ``1 + w`` is folded into ``w`` at load.)
 
     Example:
         >>> RMSNorm(cfg)(x)   # == transformers' LlamaRMSNorm with the same weight
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
-        super().__init__(cfg)
-        self.length = self.cfg.d_model if length is None else length
+        super().__init__(cfg, length)
         self.w = nn.Parameter(torch.ones(self.length, dtype=self.cfg.dtype))
 
     def forward(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
-        return self.normalize(x) * self.w
+        return self.normalize(x).to(x.dtype) * self.w
+
+
+def make_norm(
+    cfg: HookedTransformerConfig, length: int | None = None, weighted: bool | None = None
+) -> nn.Module:
+    """The norm ``cfg.normalization_type`` names (``nn.Identity`` for None), over ``length``
+    (default ``d_model``). ``weighted=True`` keeps the weights of a folded type ("LNPre" gives
+    a "LN", "RMSPre" a "RMS"): sandwich post-norms are never folded.
+
+    Example:
+        >>> make_norm(cfg)   # RMSNorm for normalization_type="RMS"
+    """
+    kind = cfg.normalization_type
+    if kind is None:
+        return nn.Identity()
+    if weighted is None:
+        weighted = not kind.endswith("Pre")
+    if kind.startswith("RMS"):
+        return RMSNorm(cfg, length) if weighted else RMSNormPre(cfg, length)
+    return LayerNorm(cfg, length, weighted) if weighted else LayerNormPre(cfg, length)
