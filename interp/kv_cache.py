@@ -11,10 +11,12 @@ from torch import Tensor
 
 @dataclass
 class KeyValueCacheEntry:
-    """One attention layer's past keys and values, [batch, past_pos, n_heads, d_head]."""
+    """One attention layer's past keys and values, [batch, past_pos, n_kv_heads, d_head]:
+    one per key/value head (``n_key_value_heads``, not expanded for grouped-query
+    attention), keys already rotated for rotary models."""
 
-    keys: Float[Tensor, "batch past_pos n_heads d_head"] | None = None
-    values: Float[Tensor, "batch past_pos n_heads d_head"] | None = None
+    keys: Float[Tensor, "batch past_pos n_kv_heads d_head"] | None = None
+    values: Float[Tensor, "batch past_pos n_kv_heads d_head"] | None = None
 
     @property
     def length(self) -> int:
@@ -22,8 +24,8 @@ class KeyValueCacheEntry:
 
     def extend(
         self,
-        new_keys: Float[Tensor, "batch new_pos n_heads d_head"],
-        new_values: Float[Tensor, "batch new_pos n_heads d_head"],
+        new_keys: Float[Tensor, "batch new_pos n_kv_heads d_head"],
+        new_values: Float[Tensor, "batch new_pos n_kv_heads d_head"],
     ) -> tuple[Tensor, Tensor]:
         """Append the new positions and return all keys and values so far."""
         if self.keys is not None:

@@ -149,6 +149,9 @@ class HookedTransformer(TokenizationMixin, HookedRootModule):
                 attention_mask = self.check_attention_mask(
                     attention_mask, residual.shape[0], residual.shape[1], past_len
                 )
+            if past_kv_cache is not None:  # the cache remembers the padding, as with tokens
+                new = residual.new_ones(residual.shape[:2], dtype=torch.long)
+                attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, new)
         key_padding_mask = (
             attention_mask.bool()
             if attention_mask is not None and not attention_mask.all()

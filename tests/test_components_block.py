@@ -32,6 +32,7 @@ from interp.components import (
     TransformerBlock,
     make_norm,
 )
+from interp.kv_cache import KeyValueCache
 
 torch.set_grad_enabled(False)
 
@@ -425,3 +426,20 @@ def test_bf16_model_keeps_norms_in_float32():
     assert cache["blocks.0.ln1.hook_scale"].dtype == torch.float32
     assert cache["blocks.0.ln1_post.hook_normalized"].dtype == torch.float32
     assert cache["blocks.0.hook_resid_post"].dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_kv_cache_and_start_at_layer_continue_rotary_positions(padded):
+    model = HookedTransformer(LLAMA)
+    tokens = torch.randint(1, 50, (2, 7), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones_like(tokens)
+    if padded:
+        tokens[1, :2] = 0
+        mask[1, :2] = 0
+    full = model(tokens, attention_mask=mask)
+    cache = KeyValueCache.empty(2)
+    model(tokens[:, :4], attention_mask=mask[:, :4], past_kv_cache=cache)
+    assert cache.entries[0].keys.shape == (2, 4, 2, 16)  # n_key_value_heads, not expanded
+    residual = model.embed(tokens[:, 4:])
+    rest = model(residual, start_at_layer=0, attention_mask=mask[:, 4:], past_kv_cache=cache)
+    torch.testing.assert_close(rest, full[:, 4:], atol=1e-5, rtol=1e-5)
