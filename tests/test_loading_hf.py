@@ -245,17 +245,25 @@ def test_pickle_that_would_run_code_is_refused(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("model_type", ["llama", "bert"])
-def test_other_architectures_are_refused(tmp_path, model_type):
-    if model_type == "bert":
-        config = transformers.BertConfig(
+@pytest.mark.parametrize("config", ["bert", "model_type_only"])
+def test_unsupported_architectures_list_the_supported_ones(tmp_path, config):
+    if config == "bert":
+        bert = transformers.BertConfig(
             vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2
         )
-        transformers.BertForMaskedLM(config).save_pretrained(tmp_path)
+        transformers.BertForMaskedLM(bert).save_pretrained(tmp_path)
+        described = "['BertForMaskedLM']"
     else:
-        (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(ValueError, match=f"'{model_type}' model.*GPT-2"):
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+        described = "model_type 't5'"
+    with pytest.raises(ValueError) as error:
         HookedTransformer.from_pretrained_no_processing(tmp_path)
+    assert str(error.value) == (
+        f"This checkpoint is a {described} model, which interp cannot load. Supported "
+        "architectures: GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
+        "Gemma3ForCausalLM, Gemma3ForConditionalGeneration."
+    )
 
 
 def rewrite_weights(folder: Path, edit) -> None:

@@ -1,11 +1,13 @@
-"""Hugging Face GPT-2 (``GPT2LMHeadModel``) checkpoints: folders, hub ids, in-memory models."""
+"""Hugging Face checkpoints: folders, hub ids and in-memory models, of GPT-2 (whose adapter
+is this module's ``config_from_hf``/``hf_shapes``/``iter_hf_tensors``) and of the families in
+``interp.loading.families`` (GPT-NeoX, Llama, Mistral, Qwen 2/3, Gemma 2/3)."""
 
 from __future__ import annotations
 
 import json
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from interp.loading.checkpoint import (
     read_config_json,
     resolve_dtype,
 )
+from interp.loading.families import family_for, is_gpt2, iter_tensors
 from interp.tokenizers import get_tokenizer
 
 # Causal-mask buffers that older transformers versions saved with the weights.
@@ -64,8 +67,8 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     architectures = values.get("architectures") or ["GPT2LMHeadModel"]
     if values.get("model_type", "gpt2") != "gpt2":
         raise ValueError(
-            f"This checkpoint is a {values.get('model_type')!r} model ({architectures}); "
-            "interp loads GPT-2-family checkpoints (model_type 'gpt2') only."
+            f"This checkpoint is a {values.get('model_type')!r} model ({architectures}), not "
+            "GPT-2; load it with load_hf_folder or HookedTransformer.from_pretrained."
         )
     for name, (meaning, example) in _REQUIRED_HF_FIELDS.items():
         value = values.get(name)
@@ -214,15 +217,28 @@ def convert_hf_state_dict(
 
 
 def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
-    """A HookedTransformer with the weights of an in-memory ``GPT2LMHeadModel``.
+    """A HookedTransformer with the weights of an in-memory Hugging Face model of a supported
+    architecture (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...), in its dtype and on its device.
 
     Example:
         >>> model = from_hf_model(transformers.GPT2LMHeadModel(transformers.GPT2Config()))
     """
     parameter = next(hf_model.parameters())
-    cfg = config_from_hf(hf_model.config, dtype=parameter.dtype)
-    source = check_hf_source(TensorSource.from_state_dict(hf_model.state_dict()), cfg, "The model")
-    return build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, parameter.device)
+    hf_config = hf_model.config.to_dict()
+    if is_gpt2(hf_config):
+        cfg = config_from_hf(hf_config, dtype=parameter.dtype)
+        source = check_hf_source(
+            TensorSource.from_state_dict(hf_model.state_dict()), cfg, "The model"
+        )
+        tensors = iter_hf_tensors(source, cfg)
+    else:
+        hf_config["architectures"] = [type(hf_model).__name__]
+        family = family_for(hf_config)
+        cfg = family.hooked_config(hf_config, dtype=parameter.dtype)
+        state_dict = TensorSource.from_state_dict(hf_model.state_dict())
+        source, rows = family.checked_source(state_dict, cfg, hf_config, "The model")
+        tensors = iter_tensors(source, rows)
+    return build_model(cfg, tensors, tokenizer, parameter.device)
 
 
 def hf_folder_source(folder: Path) -> TensorSource:
@@ -290,10 +306,15 @@ def load_hf_folder(
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
 ) -> Any:
-    """A HookedTransformer from a Hugging Face GPT-2 checkpoint folder (fp32 unless ``dtype``).
+    """A HookedTransformer from a Hugging Face checkpoint folder of a supported architecture
+    (``SUPPORTED_ARCHITECTURES``), in float32 unless ``dtype`` says otherwise.
+
+    Every tensor's name and shape is checked against the config before any is read; the
+    tensors are then read one at a time and placed on ``device``, so loading peaks near the
+    model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's.
 
     Example:
-        >>> hf_model.save_pretrained("my-gpt2"); model = load_hf_folder("my-gpt2")
+        >>> hf_model.save_pretrained("my-llama"); model = load_hf_folder("my-llama")
     """
     folder = Path(folder)
     config_path = folder / "config.json"
@@ -303,20 +324,35 @@ def load_hf_folder(
         )
     hf_config = read_config_json(config_path)
     dtype = resolve_dtype(dtype, torch.float32)
+    what = f"The checkpoint in {printable(folder)}"
+    if is_gpt2(hf_config):
+        cfg = _checked_config(config_path, "GPT-2", lambda: config_from_hf(hf_config, dtype=dtype))
+        cfg.model_name = hf_config.get("_name_or_path") or folder.name
+        source = check_hf_source(hf_folder_source(folder), cfg, what)
+        tensors = iter_hf_tensors(source, cfg)
+    else:
+        family = family_for(hf_config)
+        cfg = _checked_config(
+            config_path, family.name, lambda: family.hooked_config(hf_config, dtype=dtype)
+        )
+        cfg.model_name = cfg.tokenizer_name = hf_config.get("_name_or_path") or folder.name
+        source, rows = family.checked_source(hf_folder_source(folder), cfg, hf_config, what)
+        tensors = iter_tensors(source, rows)
+    tokenizer = folder_tokenizer(folder) if tokenizer is None else tokenizer
+    return build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
+
+
+def _checked_config(
+    config_path: Path, family: str, make: Callable[[], HookedTransformerConfig]
+) -> HookedTransformerConfig:
+    """``make()``, its errors said as errors of the config file, with the fix."""
     try:
-        cfg = config_from_hf(hf_config, dtype=dtype)
+        return make()
     except (TypeError, ValueError) as error:
         raise CheckpointError(
-            f"{printable(config_path)} is not a valid GPT-2 config: {printable(error)} Fix that "
-            "field in the file, or save the model again with save_pretrained."
+            f"{printable(config_path)} is not a valid {family} config: {printable(error)} Fix "
+            "that field in the file, or save the model again with save_pretrained."
         ) from None
-    cfg.model_name = hf_config.get("_name_or_path") or folder.name
-    source = check_hf_source(
-        hf_folder_source(folder), cfg, f"The checkpoint in {printable(folder)}"
-    )
-    tokenizer = folder_tokenizer(folder) if tokenizer is None else tokenizer
-    tensors = iter_hf_tensors(source, cfg)
-    return build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
 
 
 def download_from_hub(repo_id: str) -> Path:

@@ -1,0 +1,67 @@
+"""The model families interp loads from Hugging Face checkpoints besides GPT-2 (whose
+adapter is ``interp.loading.hf``): one small module each, holding its config mapping and
+its tensor table (see ``base``).
+
+Example:
+    >>> family_for({"architectures": ["LlamaForCausalLM"]}).name
+    'Llama'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interp.loading.families.base import Family, Row, iter_tensors
+from interp.loading.families.gemma import GEMMA2, GEMMA3
+from interp.loading.families.llama import LLAMA, MISTRAL
+from interp.loading.families.neox import NEOX
+from interp.loading.families.qwen import QWEN2, QWEN3
+
+FAMILIES = (NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA2, GEMMA3)
+GPT2_ARCHITECTURES = ("GPT2LMHeadModel",)
+SUPPORTED_ARCHITECTURES = GPT2_ARCHITECTURES + tuple(
+    architecture for family in FAMILIES for architecture in family.architectures
+)
+
+__all__ = [
+    "FAMILIES",
+    "GPT2_ARCHITECTURES",
+    "SUPPORTED_ARCHITECTURES",
+    "Family",
+    "Row",
+    "family_for",
+    "is_gpt2",
+    "iter_tensors",
+]
+
+
+def is_gpt2(hf_config: dict[str, Any]) -> bool:
+    """Whether a config.json is GPT-2's (one without ``model_type`` is, as interp has always
+    read it, unless its ``architectures`` name another family).
+
+    Example:
+        >>> is_gpt2({"model_type": "gpt2"}), is_gpt2({"model_type": "llama"})
+        (True, False)
+    """
+    if "model_type" in hf_config:
+        return hf_config["model_type"] == "gpt2"
+    others = SUPPORTED_ARCHITECTURES[len(GPT2_ARCHITECTURES) :]
+    return not any(name in others for name in hf_config.get("architectures") or [])
+
+
+def family_for(hf_config: dict[str, Any]) -> Family:
+    """The family of a (non-GPT-2) config.json, by its architecture, else its model type; an
+    unsupported one is a ``ValueError`` listing the supported architectures."""
+    architectures = hf_config.get("architectures") or []
+    for family in FAMILIES:
+        if any(name in family.architectures for name in architectures):
+            return family
+    if not architectures:
+        for family in FAMILIES:
+            if hf_config.get("model_type") in family.model_types:
+                return family
+    described = architectures or f"model_type {hf_config.get('model_type')!r}"
+    raise ValueError(
+        f"This checkpoint is a {described} model, which interp cannot load. Supported "
+        f"architectures: {', '.join(SUPPORTED_ARCHITECTURES)}."
+    )

@@ -1,0 +1,316 @@
+"""What every model family's adapter is made of: a config mapping and a tensor table.
+
+A family maps its Hugging Face ``config.json`` to ``HookedTransformerConfig`` fields, and
+lists the checkpoint's tensors as ``Row``s: each a checkpoint name, the shape its config
+implies, and how it becomes our parameters. One table serves both the check (every name
+and shape, before any weight is read) and the conversion (one tensor at a time).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import einops
+import torch
+from torch import Tensor
+
+from interp.config import HookedTransformerConfig
+from interp.loading.checkpoint import Shape, TensorSource, check_names_and_shapes
+
+Convert = Callable[[Tensor | None], dict[str, Tensor]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One checkpoint tensor (``None``: made from nothing, e.g. a zero bias) of ``shape``,
+    and ``convert``, which turns it into our parameters by name. ``convert=None`` marks a
+    tensor a checkpoint may hold that is not used (an ``lm_head`` tied to the embedding)."""
+
+    checkpoint: str | None
+    shape: Shape
+    convert: Convert | None
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family's adapter (see the module docstring).
+
+    ``config`` maps the text model's config.json fields (Hugging Face's defaults already
+    filled in) to ``HookedTransformerConfig`` fields; ``table`` lists its tensors for a config.
+    ``renames`` replace checkpoint name prefixes (a multimodal wrapper's); ``ignored``
+    matches checkpoint tensors that are not weights of the text model.
+    """
+
+    name: str
+    architectures: tuple[str, ...]
+    model_types: tuple[str, ...]
+    defaults: dict[str, Any]
+    config: Callable[[dict[str, Any]], dict[str, Any]]
+    table: Callable[[HookedTransformerConfig, dict[str, Any]], list[Row]]
+    renames: tuple[tuple[str, str], ...] = ()
+    ignored: re.Pattern[str] = field(default=re.compile(r"$^"))
+
+    def text_values(self, hf_config: dict[str, Any]) -> dict[str, Any]:
+        """config.json's text-model fields (a multimodal wrapper's ``text_config``) over
+        Hugging Face's defaults for this family, as ``transformers`` reads them."""
+        values = hf_config.get("text_config") or hf_config
+        merged = self.defaults | values
+        if "tie_word_embeddings" in hf_config and "text_config" in hf_config:
+            merged["tie_word_embeddings"] = hf_config["tie_word_embeddings"]
+        return merged
+
+    def hooked_config(self, hf_config: dict[str, Any], **overrides: Any) -> HookedTransformerConfig:
+        """The ``HookedTransformerConfig`` of a config.json of this family.
+
+        Example:
+            >>> LLAMA.hooked_config(json.load(open("Llama-3.2-1B/config.json"))).n_key_value_heads
+            8
+        """
+        values = self.text_values(hf_config)
+        architectures = hf_config.get("architectures") or [self.architectures[0]]
+        name = hf_config.get("_name_or_path") or self.name
+        fields = self.config(values) | dict(
+            original_architecture=architectures[0], model_name=name, tokenizer_name=name
+        )
+        return HookedTransformerConfig(**(fields | overrides))
+
+    def checked_source(
+        self,
+        source: TensorSource,
+        cfg: HookedTransformerConfig,
+        hf_config: dict[str, Any],
+        what: str,
+    ) -> tuple[TensorSource, list[Row]]:
+        """``source`` under canonical names, and the rows to convert, after checking every
+        name and shape against what ``cfg`` implies (one error lists every problem)."""
+        originals: dict[str, str] = {}
+        for name in source.shapes:
+            canonical = self.canonical_name(name)
+            if canonical is not None:
+                originals[canonical] = name
+        rows = self.table(cfg, self.text_values(hf_config))
+        optional = {row.checkpoint for row in rows if row.convert is None}
+        found = {
+            canonical: source.shapes[name]
+            for canonical, name in originals.items()
+            if canonical not in optional
+        }
+        expected = {
+            row.checkpoint: row.shape for row in rows if row.checkpoint and row.convert is not None
+        }
+        hint = ""
+        if self.renames and any(originals[name] != name for name in found):
+            prefixes = ", ".join(repr(old) for old, _ in self.renames)
+            hint = f"Names are shown with the text model's prefix (the checkpoint has {prefixes})."
+        check_names_and_shapes(found, expected, what, hint)
+        return TensorSource(found, lambda name: source.take(originals[name])), rows
+
+    def canonical_name(self, name: str) -> str | None:
+        """The name of a checkpoint tensor in this family's table, or None if it is ignored."""
+        if self.ignored.search(name):
+            return None
+        for old, new in self.renames:
+            if name.startswith(old):
+                return new + name.removeprefix(old)
+        return name
+
+
+def iter_tensors(source: TensorSource, rows: list[Row]) -> Iterator[tuple[str, Tensor]]:
+    """Our parameters, one checkpoint tensor at a time (each is read once, then forgotten)."""
+    for row in rows:
+        if row.convert is None:
+            continue
+        tensor = source.take(row.checkpoint) if row.checkpoint is not None else None
+        yield from row.convert(tensor).items()
+        del tensor
+
+
+# ----------------------------------------------------------------------- conversions
+def same(name: str) -> Convert:
+    """The tensor as it is."""
+    return lambda tensor: {name: tensor}
+
+
+def transposed(name: str) -> Convert:
+    """A ``Linear`` weight [out, in] as our [in, out]."""
+    return lambda tensor: {name: tensor.T}
+
+
+def zeros(name: str, shape: Shape) -> Row:
+    """A row for a parameter the checkpoint does not have (a bias it lacks): zeros."""
+    return Row(None, (), lambda _: {name: torch.zeros(shape)})
+
+
+def heads_in(name: str, n_heads: int) -> Convert:
+    """A q/k/v ``Linear`` weight [n_heads * d_head, d_model] as [n_heads, d_model, d_head]."""
+    return lambda tensor: {name: einops.rearrange(tensor, "(h d) m -> h m d", h=n_heads)}
+
+
+def heads_bias(name: str, n_heads: int) -> Convert:
+    """A q/k/v bias [n_heads * d_head] as [n_heads, d_head]."""
+    return lambda tensor: {name: einops.rearrange(tensor, "(h d) -> h d", h=n_heads)}
+
+
+def heads_out(name: str, n_heads: int) -> Convert:
+    """An output ``Linear`` weight [d_model, n_heads * d_head] as [n_heads, d_head, d_model]."""
+    return lambda tensor: {name: einops.rearrange(tensor, "m (h d) -> h d m", h=n_heads)}
+
+
+def offset_norm(name: str) -> Convert:
+    """Gemma's RMSNorm weight: it scales by ``1 + w``, folded here in float32."""
+    return lambda tensor: {name: tensor.float() + 1.0}
+
+
+def embedding(cfg: HookedTransformerConfig, tied: bool, scale: bool = False) -> Convert:
+    """``W_E`` (and ``W_U = W_E.T`` when ``tied``, taken before any scaling).
+
+    ``scale`` folds Gemma's ``sqrt(d_model)`` embedding multiplier into ``W_E``, rounded as
+    Hugging Face rounds it: the multiplier is a tensor of the model's dtype, so a bf16 model
+    scales by bf16's nearest value and rounds the product to bf16, as here.
+    """
+
+    def convert(tensor: Tensor) -> dict[str, Tensor]:
+        converted = {}
+        if scale:
+            multiplier = torch.tensor(math.sqrt(cfg.d_model), dtype=cfg.dtype).float()
+            converted["embed.W_E"] = (tensor.float() * multiplier).to(cfg.dtype)
+        else:
+            converted["embed.W_E"] = tensor
+        if tied:
+            converted["unembed.W_U"] = tensor.T
+        return converted
+
+    return convert
+
+
+def unembedding_rows(
+    cfg: HookedTransformerConfig, tied: bool, name: str = "lm_head.weight"
+) -> list[Row]:
+    """The rows of ``W_U`` (from ``name``, unless tied to the embedding) and a zero ``b_U``."""
+    shape = (cfg.d_vocab_out, cfg.d_model)
+    head = Row(name, shape, None if tied else transposed("unembed.W_U"))
+    return [head, zeros("unembed.b_U", (cfg.d_vocab_out,))]
+
+
+# --------------------------------------------------------------------- config fields
+def positive_int(values: dict[str, Any], name: str) -> int:
+    """``values[name]`` if it is a positive integer, else an error naming the field."""
+    value = values.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        state = "is missing" if name not in values else f"is {value!r}"
+        raise ValueError(f"field {name!r} {state}; it must be a positive integer.")
+    return value
+
+
+def head_dim(values: dict[str, Any]) -> int:
+    """``head_dim`` when given, else ``hidden_size / num_attention_heads``."""
+    if values.get("head_dim") is not None:
+        return positive_int(values, "head_dim")
+    hidden, heads = positive_int(values, "hidden_size"), positive_int(values, "num_attention_heads")
+    if hidden % heads:
+        raise ValueError(
+            f"field 'hidden_size' ({hidden}) is not divisible by 'num_attention_heads' "
+            f"({heads}), and there is no 'head_dim'; add head_dim to the config."
+        )
+    return hidden // heads
+
+
+def kv_heads(values: dict[str, Any]) -> int | None:
+    """``n_key_value_heads``: None when every query head has its own keys and values."""
+    heads = positive_int(values, "num_attention_heads")
+    if values.get("num_key_value_heads") is None:
+        return None
+    n_kv = positive_int(values, "num_key_value_heads")
+    return None if n_kv == heads else n_kv
+
+
+def activation(values: dict[str, Any], *names: str) -> str:
+    """The activation function's name, from the first of ``names`` the config has."""
+    for name in names:
+        if values.get(name) is not None:
+            return values[name]
+    raise ValueError(f"field {names[0]!r} (the activation function) is missing.")
+
+
+def rope_parameters(values: dict[str, Any], layer_type: str | None = None) -> dict[str, Any]:
+    """The rotary settings of a config (of its ``layer_type`` layers when they differ):
+    ``rope_theta``, ``rope_type`` and the scaling fields, from transformers 5's
+    ``rope_parameters`` or the older ``rope_theta`` / ``rope_scaling`` fields."""
+    params = values.get("rope_parameters") or {}
+    if layer_type is not None and isinstance(params.get(layer_type), dict):
+        params = params[layer_type]
+    legacy = values.get("rope_scaling") or {}
+    merged = {**legacy, **params}
+    merged.setdefault("rope_theta", values.get("rope_theta", 10000.0))
+    merged["rope_type"] = merged.get("rope_type") or merged.get("type") or "default"
+    return merged
+
+
+def rope_fields(params: dict[str, Any], max_positions: int) -> dict[str, Any]:
+    """``HookedTransformerConfig`` fields for one rope setting: base and scaling (Llama 3's
+    NTK-by-parts or linear); other rope types are refused by name."""
+    fields: dict[str, Any] = {"rotary_base": params["rope_theta"]}
+    rope_type = params["rope_type"]
+    if rope_type == "llama3":
+        fields |= dict(
+            use_NTK_by_parts_rope=True,
+            NTK_by_parts_factor=float(params["factor"]),
+            NTK_by_parts_low_freq_factor=float(params["low_freq_factor"]),
+            NTK_by_parts_high_freq_factor=float(params["high_freq_factor"]),
+            NTK_original_ctx_len=int(
+                params.get("original_max_position_embeddings") or max_positions
+            ),
+        )
+    elif rope_type == "linear":
+        fields["rotary_scaling_factor"] = float(params["factor"])
+    elif rope_type != "default":
+        raise ValueError(
+            f"rope type {rope_type!r} (field 'rope_parameters' or 'rope_scaling') is not "
+            "supported; interp supports 'default', 'linear' and 'llama3'."
+        )
+    return fields
+
+
+def window_fields(window: int | None, sliding: list[bool]) -> dict[str, Any]:
+    """Sliding-window fields: ``attn_types`` "local" where ``sliding`` (one a layer) and a
+    window is set, else none at all."""
+    if window is None or not any(sliding):
+        return {}
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(f"field 'sliding_window' is {window!r}; it must be a positive integer.")
+    return dict(
+        use_local_attn=True,
+        window_size=window,
+        attn_types=["local" if local else "global" for local in sliding],
+    )
+
+
+def sliding_layers(values: dict[str, Any], default: list[bool]) -> list[bool]:
+    """Which layers use the sliding window: config.json's ``layer_types`` when it has them
+    (transformers 5 writes them), else ``default`` (the family's older rule)."""
+    layer_types = values.get("layer_types")
+    if layer_types is None:
+        return default
+    n_layers = positive_int(values, "num_hidden_layers")
+    if not isinstance(layer_types, list) or len(layer_types) != n_layers:
+        raise ValueError(
+            f"field 'layer_types' must list one entry for each of the {n_layers} layers, got "
+            f"{layer_types!r}."
+        )
+    unknown = sorted({str(t) for t in layer_types} - {"sliding_attention", "full_attention"})
+    if unknown:
+        raise ValueError(
+            f"field 'layer_types' has {unknown}; interp supports 'sliding_attention' and "
+            "'full_attention'."
+        )
+    return [t == "sliding_attention" for t in layer_types]
+
+
+def soft_cap(values: dict[str, Any], name: str) -> float:
+    """A soft cap (``cap * tanh(x / cap)``) from the config, -1.0 (off) when null."""
+    value = values.get(name)
+    return -1.0 if value is None else float(value)
