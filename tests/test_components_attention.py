@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -329,3 +331,153 @@ def test_fewer_queries_than_keys_need_their_positions():
             query_positions=torch.arange(3, 5)[None],
         )
     torch.testing.assert_close(last, full[:, 3:], atol=1e-6, rtol=0)
+
+
+# ----------------------------------------------------- against Hugging Face's attention
+def load_hf_weights(attn: Attention, hf: nn.Module) -> None:
+    """Our per-head layout from HF's q/k/v/o projections ([out, in] linear weights)."""
+    h, kv, d, m = attn.cfg.n_heads, attn.n_key_value_heads, attn.cfg.d_head, attn.cfg.d_model
+
+    def per_head(linear, n):  # [n * d, m] -> [n, m, d]; bias [n * d] -> [n, d]
+        bias = linear.bias.view(n, d) if linear.bias is not None else torch.zeros(n, d)
+        return linear.weight.T.reshape(m, n, d).transpose(0, 1), bias
+
+    prefix = "_" if attn.grouped else ""
+    with torch.no_grad():
+        for name, linear, n in (("Q", hf.q_proj, h), ("K", hf.k_proj, kv), ("V", hf.v_proj, kv)):
+            weight, bias = per_head(linear, n)
+            getattr(attn, ("" if name == "Q" else prefix) + f"W_{name}").copy_(weight)
+            getattr(attn, ("" if name == "Q" else prefix) + f"b_{name}").copy_(bias)
+        attn.W_O.copy_(hf.o_proj.weight.T.reshape(h, d, m))
+        attn.b_O.copy_(hf.o_proj.bias if hf.o_proj.bias is not None else torch.zeros(m))
+
+
+def randomize(module: nn.Module) -> None:
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
+
+
+def hf_family(name: str, implementation: str):
+    """(HF attention layer 0, its rotary embedding, our config) for one family."""
+    from transformers import Gemma2Config, Qwen3Config
+    from transformers.models.gemma2 import modeling_gemma2 as hf_gemma2
+    from transformers.models.gemma3 import modeling_gemma3 as hf_gemma3
+    from transformers.models.qwen3 import modeling_qwen3 as hf_qwen3
+
+    shape = dict(hidden_size=32, num_attention_heads=4, head_dim=8, num_hidden_layers=2)
+    ours = dict(n_layers=2, d_model=32, n_ctx=64, n_heads=4, d_head=8, d_vocab=10, eps=1e-6)
+    ours |= dict(normalization_type="RMS", positional_embedding_type="rotary")
+    if name == "llama":  # GQA 2, q/k/v/o biases, Llama 3 rope scaling
+        config = LlamaConfig(
+            **shape,
+            num_key_value_heads=2,
+            attention_bias=True,
+            rope_parameters=LLAMA_ROPE["llama3"],
+        )
+        hf, rotary = hf_llama.LlamaAttention(config, 0), hf_llama.LlamaRotaryEmbedding(config)
+        ours |= dict(n_key_value_heads=2, rotary_base=500000, use_NTK_by_parts_rope=True)
+        ours |= dict(NTK_original_ctx_len=64)
+    elif name == "qwen3":  # GQA 4 (one key/value head), QK norm
+        config = Qwen3Config(**shape, num_key_value_heads=1, rms_norm_eps=1e-6)
+        hf, rotary = hf_qwen3.Qwen3Attention(config, 0), hf_qwen3.Qwen3RotaryEmbedding(config)
+        ours |= dict(
+            n_key_value_heads=1, use_qk_norm=True, rotary_base=config.rope_parameters["rope_theta"]
+        )
+    elif name == "gemma2":  # soft cap that bites, attn_scale from query_pre_attn_scalar, window
+        config = Gemma2Config(
+            **shape,
+            num_key_value_heads=2,
+            query_pre_attn_scalar=24,
+            attn_logit_softcapping=2.0,
+            sliding_window=3,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+        hf, rotary = hf_gemma2.Gemma2Attention(config, 0), hf_gemma2.Gemma2RotaryEmbedding(config)
+        ours |= dict(n_key_value_heads=2, attn_scale=24**0.5, attn_scores_soft_cap=2.0)
+        ours |= dict(use_local_attn=True, window_size=3, attn_types=["local", "global"])
+    else:  # gemma3: QK norm with (1 + w) weights, local rotary base, window
+        config = Gemma3TextConfig(
+            **shape,
+            num_key_value_heads=2,
+            query_pre_attn_scalar=8,
+            sliding_window=3,
+            layer_types=["sliding_attention", "full_attention"],
+            rms_norm_eps=1e-6,
+        )
+        hf, rotary = hf_gemma3.Gemma3Attention(config, 0), hf_gemma3.Gemma3RotaryEmbedding(config)
+        ours |= dict(n_key_value_heads=2, use_qk_norm=True, rotary_base=1_000_000)
+        ours |= dict(rotary_base_local=10_000, use_local_attn=True, window_size=3)
+        ours |= dict(attn_types=["local", "global"])
+    config._attn_implementation = implementation
+    hf.config._attn_implementation = implementation
+    randomize(hf)
+    return hf, rotary, HookedTransformerConfig(**ours)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma2", "gemma3"])
+def test_attention_equals_hugging_face(family, implementation):
+    if (family, implementation) == ("gemma2", "sdpa"):
+        pytest.skip("Hugging Face's sdpa refuses soft-capped scores (Gemma 2 runs eager).")
+    hf, rotary, cfg = hf_family(family, implementation)
+    attn = ours_from_hf(cfg, hf, family)
+    x = torch.randn(2, 7, 32)
+    positions = torch.arange(7)[None] + torch.tensor([[0], [5]])
+    allowed = attn.attention_mask(7, 7, None, x.device)
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    kwargs = {"layer_type": "sliding_attention"} if family == "gemma3" else {}
+    seen = {}
+    with torch.no_grad():
+        expected, hf_pattern = hf(x, rotary(x, positions, **kwargs), additive)
+        if implementation == "eager":
+            attn.hook_pattern.add_hook(lambda pattern, hook: seen.update(pattern=pattern))
+        actual = attn(x, x, x, query_positions=positions, key_positions=positions)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=0)
+    if implementation == "eager":
+        torch.testing.assert_close(seen["pattern"], hf_pattern, atol=1e-6, rtol=0)
+
+
+def ours_from_hf(cfg: HookedTransformerConfig, hf: nn.Module, family: str) -> Attention:
+    attn = Attention(cfg, layer_index=0)
+    load_hf_weights(attn, hf)
+    if cfg.use_qk_norm:  # Gemma 3's norms scale by (1 + w): folded into w, as at load
+        offset = 1.0 if family == "gemma3" else 0.0
+        with torch.no_grad():
+            attn.q_norm.w.copy_(hf.q_norm.weight + offset)
+            attn.k_norm.w.copy_(hf.k_norm.weight + offset)
+    return attn
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma2", "gemma3"])
+def test_bf16_attention_tracks_hugging_face_bf16(family, implementation):
+    """Both our paths are within one bf16 rounding step of HF's bf16 output, and no further
+    from HF's fp32 output than twice HF's own bf16 error."""
+    if (family, implementation) == ("gemma2", "sdpa"):
+        pytest.skip("Hugging Face's sdpa refuses soft-capped scores (Gemma 2 runs eager).")
+    hf, rotary, cfg = hf_family(family, implementation)
+    x = torch.randn(2, 7, 32, generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(7)[None] + torch.tensor([[0], [5]])
+    allowed = ours_from_hf(cfg, hf, family).attention_mask(7, 7, None, x.device)
+    kwargs = {"layer_type": "sliding_attention"} if family == "gemma3" else {}
+
+    def hf_output(dtype):
+        additive = torch.zeros(allowed.shape, dtype=dtype)
+        additive = additive.masked_fill(~allowed, torch.finfo(dtype).min)
+        x_ = x.to(dtype)
+        return hf.to(dtype)(x_, rotary(x_, positions, **kwargs), additive)[0].float()
+
+    with torch.no_grad():
+        exact, expected = hf_output(torch.float32), hf_output(torch.bfloat16)
+        attn = ours_from_hf(dataclasses.replace(cfg, dtype=torch.bfloat16), hf, family)
+        xb = x.bfloat16()
+        fused = attn(xb, xb, xb, query_positions=positions, key_positions=positions)
+        explicit_ = explicit(attn, xb, xb, xb, query_positions=positions, key_positions=positions)
+    hf_error = (expected - exact).abs().max()
+    one_step = torch.finfo(torch.bfloat16).eps * expected.abs().max()
+    for ours in (fused, explicit_):
+        assert ours.dtype == torch.bfloat16
+        assert (ours.float() - expected).abs().max() <= one_step
+        assert (ours.float() - exact).abs().max() <= 2 * hf_error
