@@ -210,8 +210,9 @@ class ActivationCache:
         model "believes" at each depth (the logit lens reads these).
 
         Labels are ``"0_pre"``, ``"0_mid"`` (with ``incl_mid``), ..., ``"final_post"``.
-        ``incl_mid`` adds the stream after each attention sublayer (attention-only models have
-        none); ``mlp_input`` adds ``resid_mid`` of ``layer`` itself. ``apply_ln`` applies the
+        ``incl_mid`` adds the stream after each attention sublayer (attention-only models and
+        parallel blocks have none); ``mlp_input`` adds ``resid_mid`` of ``layer`` itself (a
+        parallel block's MLP reads ``resid_pre``, already there). ``apply_ln`` applies the
         cached scale of the layer norm that reads ``layer`` (see ``apply_ln_to_stack``).
 
         Example:
@@ -220,7 +221,8 @@ class ActivationCache:
             (torch.Size([5, 1, 7, 64]), ['0_pre', '0_mid', '1_pre'])
         """
         layer = self._resid_layer(layer, mlp_input)
-        n_layers, has_mid = self.model.cfg.n_layers, not self.model.cfg.attn_only
+        n_layers = self.model.cfg.n_layers
+        has_mid = not (self.model.cfg.attn_only or self.model.cfg.parallel_attn_mlp)
         components, labels = [], []
         for index in range(layer + 1):
             if index == n_layers:
@@ -248,9 +250,11 @@ class ActivationCache:
         return_labels: bool = False,
     ) -> Float[Tensor, "component *batch_and_pos d_model"] | tuple[Tensor, list[str]]:
         """The residual stream entering ``layer`` split into the outputs that were added to it:
-        ``"embed"``, ``"pos_embed"``, then ``"{l}_attn_out"`` and ``"{l}_mlp_out"`` per block.
+        ``"embed"``, ``"pos_embed"`` (not on rotary models, which have none), then
+        ``"{l}_attn_out"`` and ``"{l}_mlp_out"`` per block.
 
-        The components sum to ``resid_pre`` of ``layer`` (``resid_mid`` with ``mlp_input``).
+        The components sum to ``resid_pre`` of ``layer`` (with ``mlp_input``, the stream the
+        MLP reads: ``resid_mid``, or ``resid_pre`` in a parallel block).
         ``mode="attn"`` or ``"mlp"`` keeps only those sublayers.
 
         Example:
@@ -264,8 +268,8 @@ class ActivationCache:
         incl_attn, incl_mlp = mode != "mlp", mode != "attn" and not self.model.cfg.attn_only
         components, labels = [], []
         if incl_embeds:
-            components += [self["hook_embed"], self["hook_pos_embed"]]
-            labels += ["embed", "pos_embed"]
+            labels += self._embedding_labels()
+            components += [self[label] for label in self._embedding_labels()]
         for index in range(layer):
             if incl_attn:
                 components.append(self["attn_out", index])
@@ -273,7 +277,7 @@ class ActivationCache:
             if incl_mlp:
                 components.append(self["mlp_out", index])
                 labels.append(f"{index}_mlp_out")
-        if mlp_input and incl_attn:
+        if self._attn_before_mlp(mlp_input) and incl_attn:
             components.append(self["attn_out", layer])
             labels.append(f"{layer}_attn_out")
         stack = self._stack_or_empty([slice_positions(c, pos_slice, -2) for c in components])
@@ -316,6 +320,9 @@ class ActivationCache:
 
         Uses ``attn.hook_result`` when cached, else ``hook_z @ W_O`` per head, so caching
         ``hook_z`` is enough. A layer's heads plus its ``b_O`` sum to its ``hook_attn_out``.
+        With sandwich norms (Gemma 2 and 3) each head's result is taken through ``ln1_post``
+        with its cached scale (linear at each position), as it is added to the stream; then
+        the heads plus ``b_O`` through it (and its bias) sum to ``hook_attn_out``.
         ``incl_remainder`` appends ``"remainder"``, the rest of the stream entering ``layer``.
 
         Example:
@@ -324,7 +331,12 @@ class ActivationCache:
         """
         layer = self._resid_layer(layer)
         n_heads = self.model.cfg.n_heads
-        per_layer = [slice_positions(self._head_results(i), pos_slice, -3) for i in range(layer)]
+        per_layer = [
+            self._post_norm(
+                slice_positions(self._head_results(i), pos_slice, -3), i, "ln1_post", pos_slice
+            )
+            for i in range(layer)
+        ]
         labels = [f"L{i}H{h}" for i in range(layer) for h in range(n_heads)]
         return self._finish_component_stack(
             per_layer, labels, layer, pos_slice, incl_remainder, apply_ln, return_labels
@@ -337,7 +349,8 @@ class ActivationCache:
         pos_slice: PosSlice = None,
     ) -> Float[Tensor, "*batch_and_pos neuron d_model"]:
         """What each neuron of block ``layer``'s MLP wrote into the residual stream:
-        ``mlp.hook_post[..., n] * W_out[n]``. Memory grows as d_mlp x d_model per position.
+        ``mlp.hook_post[..., n] * W_out[n]`` (through ``ln2_post`` with its cached scale on
+        models with sandwich norms). Memory grows as d_mlp x d_model per position.
 
         Example:
             >>> cache.get_neuron_results(0, neuron_slice=[3, 7]).shape   # [batch, pos, 2, d_model]
@@ -346,7 +359,9 @@ class ActivationCache:
         self._block_index(layer)
         post = slice_positions(self["post", layer], pos_slice, -2)
         W_out = self.model.blocks[layer].mlp.W_out.to(post)
-        return post[..., neurons, None] * W_out[neurons]
+        return self._post_norm(
+            post[..., neurons, None] * W_out[neurons], layer, "ln2_post", pos_slice
+        )
 
     def stack_neuron_results(
         self,
@@ -385,8 +400,10 @@ class ActivationCache:
     ) -> Float[Tensor, "component *batch_and_pos d_model"] | tuple[Tensor, list[str]]:
         """The residual stream entering ``layer`` split as finely as it goes: every head
         (``"L0H0"``...), every neuron (``"L0N0"``...; or ``"{l}_mlp_out"`` per layer when
-        ``expand_neurons=False``), ``"embed"``, ``"pos_embed"`` and ``"bias"`` (all the ``b_O``
-        and, for expanded neurons, ``b_out`` added so far). The components sum to the stream.
+        ``expand_neurons=False``), ``"embed"``, ``"pos_embed"`` (not on rotary models) and
+        ``"bias"`` (all the ``b_O`` and, for expanded neurons, ``b_out`` added so far; with
+        sandwich norms, as the post-norms add them, so it varies by position). The components
+        sum to the stream.
 
         Example:
             >>> stack, labels = cache.get_full_resid_decomposition(expand_neurons=False,
@@ -396,7 +413,7 @@ class ActivationCache:
         """
         layer = self._resid_layer(layer, mlp_input)
         stack, labels = self.stack_head_results(
-            layer + int(mlp_input), pos_slice=pos_slice, return_labels=True
+            layer + int(self._attn_before_mlp(mlp_input)), pos_slice=pos_slice, return_labels=True
         )
         components = [stack]
         if not self.model.cfg.attn_only and layer > 0:
@@ -410,11 +427,11 @@ class ActivationCache:
                 )
             components.append(mlp_stack)
             labels = labels + mlp_labels
-        embeds = [slice_positions(self[name], pos_slice, -2) for name in ("embed", "pos_embed")]
+        embeds = [slice_positions(self[name], pos_slice, -2) for name in self._embedding_labels()]
         components.append(torch.stack(embeds))
-        bias = self._accumulated_bias(layer, mlp_input, include_mlp_biases=expand_neurons)
+        bias = self._accumulated_bias(layer, mlp_input, expand_neurons, pos_slice)
         components.append(bias.to(embeds[0]).expand_as(embeds[0])[None])
-        labels = labels + ["embed", "pos_embed", "bias"]
+        labels = labels + self._embedding_labels() + ["bias"]
         stack = torch.cat(components, dim=0)
         if apply_ln:
             stack = self.apply_ln_to_stack(stack, layer, mlp_input, pos_slice)
@@ -545,6 +562,36 @@ class ActivationCache:
             )
         return layer
 
+    def _embedding_labels(self) -> list[str]:
+        """The embeddings added to the stream: ``"embed"``, and ``"pos_embed"`` unless the
+        model is rotary (positions rotate queries and keys instead)."""
+        rotary = self.model.cfg.positional_embedding_type == "rotary"
+        return ["embed"] if rotary else ["embed", "pos_embed"]
+
+    def _attn_before_mlp(self, mlp_input: bool) -> bool:
+        """Whether the stream an MLP reads (``mlp_input``) holds its own block's attention:
+        not in parallel blocks, whose MLP reads ``resid_pre``."""
+        return mlp_input and not self.model.cfg.parallel_attn_mlp
+
+    def _post_norm(
+        self,
+        output: Float[Tensor, "*batch_and_pos component d_model"],
+        layer: int,
+        norm_name: str,
+        pos_slice: PosSlice = None,
+    ) -> Float[Tensor, "*batch_and_pos component d_model"]:
+        """Components of block ``layer``'s attention (``ln1_post``) or MLP (``ln2_post``)
+        output as that sandwich norm adds them to the stream: centred (LayerNorm), times its
+        weight, over its cached scale (from ``hook_scale``, at ``pos_slice``); its bias is left
+        to ``_accumulated_bias``. Unchanged without sandwich norms."""
+        if not self.model.cfg.use_normalization_before_and_after:
+            return output
+        norm = getattr(self.model.blocks[layer], norm_name)
+        scale = slice_positions(self[f"blocks.{layer}.{norm_name}.hook_scale"], pos_slice, -2)
+        if self.model.cfg.normalization_type in ("LN", "LNPre"):
+            output = output - output.mean(dim=-1, keepdim=True)
+        return output * norm.w.detach().to(output) / scale[..., None, :].to(output)
+
     def _block_index(self, layer: int) -> int:
         n_layers = self.model.cfg.n_layers
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
@@ -613,7 +660,7 @@ class ActivationCache:
         self, stack: Tensor, labels: list[str], layer: int, mlp_input: bool, pos_slice: PosSlice
     ) -> tuple[Tensor, list[str]]:
         """Append ``"remainder"``: the stream entering ``layer`` minus the stack's sum."""
-        if mlp_input:
+        if self._attn_before_mlp(mlp_input):
             stream = self["resid_mid", layer]
         elif layer == self.model.cfg.n_layers:
             stream = self["resid_post", layer - 1]
@@ -623,16 +670,24 @@ class ActivationCache:
         return torch.cat([stack, remainder[None]]), labels + ["remainder"]
 
     def _accumulated_bias(
-        self, layer: int, mlp_input: bool, include_mlp_biases: bool
-    ) -> Float[Tensor, " d_model"]:
-        """The sum of the output biases added to the stream entering ``layer``."""
-        total = torch.zeros_like(self.model.blocks[0].attn.b_O)
-        for index in range(layer + int(mlp_input)):
+        self, layer: int, mlp_input: bool, include_mlp_biases: bool, pos_slice: PosSlice = None
+    ) -> Float[Tensor, "*batch_and_pos d_model"]:
+        """The sum of the output biases added to the stream entering ``layer``: [d_model], or
+        per position with sandwich norms (each bias goes through its post-norm's scale)."""
+
+        def added(bias: Tensor, index: int, norm_name: str) -> Tensor:
+            bias = self._post_norm(bias.detach()[None], index, norm_name, pos_slice)[..., 0, :]
+            norm = getattr(self.model.blocks[index], norm_name, None)
+            norm_bias = getattr(norm, "b", None)
+            return bias if norm_bias is None else bias + norm_bias.detach()
+
+        total = torch.zeros_like(self.model.blocks[0].attn.b_O).detach()
+        for index in range(layer + int(self._attn_before_mlp(mlp_input))):
             block = self.model.blocks[index]
-            total = total + block.attn.b_O
+            total = total + added(block.attn.b_O, index, "ln1_post")
             if include_mlp_biases and index < layer and not self.model.cfg.attn_only:
-                total = total + block.mlp.b_out
-        return total.detach()
+                total = total + added(block.mlp.b_out, index, "ln2_post")
+        return total
 
     def _unembed_directions(self, tokens: str | int | Tensor) -> Float[Tensor, "... d_model"]:
         """``ln_final.w * W_U[:, token]`` for each token: the residual direction of its logit."""

@@ -77,9 +77,10 @@ def one_thread():
 def make_model(family: str) -> interp.HookedTransformer:
     cfg = interp.HookedTransformerConfig(**COMMON, **FAMILIES[family])
     model = interp.HookedTransformer(cfg).eval()
-    with torch.no_grad():  # norms with random weights, so folding mistakes would show
+    with torch.no_grad():  # random norm weights and biases (not the init's ones and zeros)
         for name, param in model.named_parameters():
-            if name.endswith(".w") or name.endswith(".b"):
+            last = name.rsplit(".", 1)[-1]
+            if last in ("w", "b") or last.startswith(("b_", "_b_")):
                 param.add_(torch.randn_like(param) * 0.2)
     return model
 

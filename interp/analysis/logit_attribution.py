@@ -28,7 +28,9 @@ class DirectLogitAttribution:
     """The result of ``direct_logit_attribution``.
 
     ``attributions[c, b]`` is component ``labels[c]``'s direct effect on example b's logit
-    difference; ``attributions.sum(0) + bias_term == logit_diff``.
+    difference; ``attributions.sum(0) + bias_term == logit_diff``. On models whose logits
+    are soft-capped (``output_logits_soft_cap``, Gemma 2) ``logit_diff`` is taken before the
+    cap, which is not linear.
     """
 
     attributions: Float[Tensor, "component batch"]
@@ -82,8 +84,8 @@ def direct_logit_attribution(
     """Attribute the logit of ``correct_tokens`` (minus ``incorrect_tokens``) at position
     ``pos`` to every head, every MLP layer, the embeddings and the attention output biases.
 
-    Components are labelled ``"L0H0"``..., ``"{l}_mlp_out"``, ``"embed"``, ``"pos_embed"``,
-    ``"bias"``. Tokens are ids, ``[batch]`` tensors or single-token strings.
+    Components are labelled ``"L0H0"``..., ``"{l}_mlp_out"``, ``"embed"``, ``"pos_embed"``
+    (not on rotary models), ``"bias"``. Tokens are ids, ``[batch]`` tensors or single-token strings.
 
     Example:
         >>> dla = direct_logit_attribution(model, ioi_tokens, mary_ids, john_ids)
@@ -101,7 +103,8 @@ def direct_logit_attribution(
     )
     attributions = cache.logit_attrs(stack, correct_tokens, incorrect_tokens, pos_slice=pos)
     final_resid = cache["resid_post", -1][:, pos]  # [batch, d_model]
-    logits = model.unembed(model.ln_final(final_resid[:, None]))[:, 0]  # [batch, d_vocab]
+    # Before any soft cap (Gemma 2): the cap is not linear, so the components sum to these.
+    logits = model.ln_final(final_resid) @ model.W_U + model.b_U  # [batch, d_vocab]
     bias_logits = _unembed_bias(model)  # [d_vocab]
     logit_diff, bias_term = (
         _pick(logits, correct_tokens, model),
