@@ -1,5 +1,5 @@
 """The cache decompositions, logit lens, direct logit attribution and head detector on the
-model families (the random Llama-, Pythia-, Gemma 2- and Qwen 3-shaped models of
+model families (the random Llama-, Pythia-, Gemma 2-, Gemma 3- and Qwen 3-shaped models of
 test_patching_families): rotary models have no ``pos_embed``, parallel blocks no
 ``resid_mid`` (their MLP reads ``resid_pre``), sandwich norms add each output through a
 post-norm, and soft-capped logits are not linear in the stream."""

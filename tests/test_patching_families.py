@@ -2,7 +2,9 @@
 families: Llama-shaped (RMS norms, rotary, grouped-query attention, gated SiLU MLP),
 Pythia-shaped (partial rotary, parallel attention and MLP, LayerNorm), Gemma 2-shaped
 (sandwich norms, soft-capped scores and logits, a local layer whose window is shorter than
-the prompt, grouped-query attention) and Qwen 3-shaped (QK norm, one key/value head).
+the prompt, grouped-query attention), Gemma 3-shaped (the same without soft caps, so the
+fused attention kernel runs with the window mask, plus QK norm and a local rotary base) and
+Qwen 3-shaped (QK norm, one key/value head).
 
 Packed runs lie end to end along the position axis, so each must keep its prompt positions
 (for rotary embeddings and sliding windows), restart from the rotated keys, and be scored on
@@ -48,6 +50,20 @@ FAMILIES = {
         window_size=3,
         attn_types=["local", "global"],
         seed=3,
+    ),  # fmt: skip
+    "gemma3": dict(
+        normalization_type="RMS",
+        n_key_value_heads=2,
+        use_qk_norm=True,
+        gated_mlp=True,
+        act_fn="gelu_pytorch_tanh",
+        use_normalization_before_and_after=True,
+        use_local_attn=True,
+        window_size=3,
+        attn_types=["local", "global"],
+        rotary_base=1_000_000,
+        rotary_base_local=10_000,
+        seed=5,
     ),  # fmt: skip
     "qwen3": dict(
         normalization_type="RMS",
