@@ -3,6 +3,8 @@ weights as TransformerLens's ``ProcessWeights`` on the same state dict."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from transformer_lens.weight_processing import ProcessWeights
@@ -11,7 +13,21 @@ from interp import HookedTransformer, HookedTransformerConfig
 from interp.loading import processing
 from interp.loading.hf import from_hf_model
 from tests.conftest import make_hf_gpt2
+from tests.test_families_parity import CASES, randomize
+from tests.test_families_parity import tokens as family_tokens
 from tests.test_loading_hf import tokens
+
+# One checkpoint per family shape: Pythia (LN, parallel), Llama (RMS, GQA), Gemma 2 (sandwich
+# norms, soft caps), Gemma 3 (QK norms).
+FAMILY_CASES = {
+    name: CASES[name]
+    for name in (
+        "neox-parallel-partial-rotary",
+        "llama-gqa2-llama3-rope",
+        "gemma2-soft-caps-bite-window-4",
+        "gemma3-dual-rope-linear-window-4",
+    )
+}
 
 STEPS = [
     "fold_ln",
@@ -161,3 +177,108 @@ def test_attention_only_and_half_precision():
 def log_probs_of(model: HookedTransformer) -> torch.Tensor:
     with torch.no_grad():
         return model(tokens(vocab=model.cfg.d_vocab)).log_softmax(-1)
+
+
+# ---------------------------------------------------------------- the other model families
+@pytest.fixture(scope="module", params=list(FAMILY_CASES))
+def family_folder(request, tmp_path_factory):
+    """A random tiny checkpoint of one family (see tests.test_families_parity), saved."""
+    case = FAMILY_CASES[request.param]
+    torch.manual_seed(0)
+    hf_model = case.make().eval()
+    randomize(hf_model, case.weight_std)  # norm weights away from 1, so folding matters
+    folder = tmp_path_factory.mktemp(request.param)
+    hf_model.save_pretrained(folder)
+    return folder
+
+
+def family_log_probs(model: HookedTransformer) -> torch.Tensor:
+    with torch.no_grad():
+        return model(family_tokens()).log_softmax(-1)
+
+
+def test_transformer_lens_processing_keeps_log_probs_on_every_family(family_folder):
+    raw = HookedTransformer.from_pretrained_no_processing(family_folder, tokenizer=None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        processed = HookedTransformer.from_pretrained(family_folder, tokenizer=None)
+    skipped = " ".join(str(warning.message) for warning in caught)
+    cfg = raw.cfg
+    assert processed.cfg.normalization_type == f"{cfg.normalization_type}Pre"
+    assert ("center_writing_weights" in skipped) == (cfg.normalization_type == "RMS")
+    assert ("center_unembed" in skipped) == (cfg.output_logits_soft_cap > 0)
+    assert (family_log_probs(processed) - family_log_probs(raw)).abs().max() <= 1e-4
+    if cfg.normalization_type == "LN":  # Pythia: writing weights and unembedding centred
+        assert processed.W_out.mean(-1).abs().max() < 1e-5
+        assert processed.W_U.mean(-1).abs().max() < 1e-5
+    assert not processed.b_V.any()
+
+
+def test_rms_fold_keeps_post_norms_and_qk_norms_and_hooks(family_folder):
+    model = HookedTransformer.from_pretrained_no_processing(family_folder, tokenizer=None)
+    if model.cfg.normalization_type != "RMS":
+        pytest.skip("a layer-norm family")
+    before = family_log_probs(model)
+    seen = []
+    model.blocks[0].ln1.hook_normalized.add_hook(lambda act, hook: seen.append(act.shape))
+    kept = {
+        name: tensor.clone()
+        for name, tensor in model.state_dict().items()
+        if "_post." in name or "q_norm" in name or "k_norm" in name
+    }
+    model.process_weights_(fold_ln=True, center_writing_weights=False, center_unembed=False)
+    assert model.cfg.normalization_type == "RMSPre"
+    assert not any(name.endswith(("ln1.w", "ln2.w", "ln_final.w")) for name in model.state_dict())
+    for name, tensor in kept.items():  # the norms that cannot be folded keep their weights
+        assert torch.equal(model.state_dict()[name], tensor), name
+    assert (family_log_probs(model) - before).abs().max() <= 1e-4
+    assert seen == [(2, family_tokens().shape[1], model.cfg.d_model)]  # the hook moved along
+    model.process_weights_(fold_ln=True, center_writing_weights=False, center_unembed=False)
+
+
+def test_steps_that_cannot_apply_are_errors_naming_the_fix(family_folder):
+    model = HookedTransformer.from_pretrained_no_processing(family_folder, tokenizer=None)
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    with pytest.raises(ValueError, match="rotary embeddings rotate q and k between W_Q and W_K"):
+        processing.process_weights(
+            model, **{name: name == "refactor_factored_attn_matrices" for name in STEPS}
+        )
+    if model.cfg.normalization_type == "RMS":
+        with pytest.raises(ValueError, match=r"center_writing_weights needs layer norms .* pass "):
+            model.process_weights_()
+    if model.cfg.output_logits_soft_cap > 0:
+        with pytest.raises(ValueError, match=r"output soft-cap .* pass center_unembed=False\."):
+            processing.process_weights(model, fold_ln=False, center_writing_weights=False)
+    for name, tensor in model.state_dict().items():  # checked before any step ran
+        assert torch.equal(tensor, before[name]), name
+
+
+def test_layer_norm_bias_cannot_fold_into_a_gated_mlp():
+    cfg = HookedTransformerConfig(
+        n_layers=1, d_model=16, n_heads=2, d_mlp=32, d_vocab=10, n_ctx=16, gated_mlp=True,
+        act_fn="silu", seed=0,
+    )  # fmt: skip
+    model = HookedTransformer(cfg.to_dict())
+    before = log_probs_of(model)
+    model.process_weights_(center_unembed=False)  # zero biases: folds exactly
+    assert (log_probs_of(model) - before).abs().max() <= 1e-4
+    model = HookedTransformer(cfg.to_dict())
+    with torch.no_grad():
+        model.blocks[0].ln2.b.fill_(0.5)
+    with pytest.raises(ValueError, match=r"bias of ln2 \(blocks \[0\]\) into a gated MLP"):
+        model.process_weights_()
+
+
+def test_grouped_query_value_biases_fold_into_the_stored_weights():
+    cfg = HookedTransformerConfig(
+        n_layers=1, d_model=16, n_heads=4, n_key_value_heads=2, d_vocab=10, n_ctx=16,
+        normalization_type="RMS", positional_embedding_type="rotary", seed=0,
+    )  # fmt: skip
+    model = HookedTransformer(cfg)
+    with torch.no_grad():
+        model.blocks[0].attn._b_V.normal_()
+        model.blocks[0].ln1.w.uniform_(0.5, 1.5)
+    before = log_probs_of(model)
+    model.process_weights_(center_writing_weights=False)
+    assert not model.blocks[0].attn._b_V.any()
+    assert (log_probs_of(model) - before).abs().max() <= 1e-4

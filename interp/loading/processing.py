@@ -4,16 +4,24 @@ Each function edits a HookedTransformer in place and leaves its log-probabilitie
 (up to float rounding). Nothing here runs unless asked for: loaded models keep the exact
 weights of their checkpoint, so their logits equal the original model's.
 
-- ``fold_layer_norm``: each layer norm's weight and bias move into the layer that reads it
-  (W_Q/W_K/W_V, W_in, W_U), whose weights are then centred over d_model; the norms become
-  ``"LNPre"`` (centre and scale only).
+- ``fold_layer_norm``: each pre-norm's weight (and a layer norm's bias) moves into the layer
+  that reads it (W_Q/W_K/W_V, W_in and W_gate, W_U); layer norms become ``"LNPre"`` (centre
+  and scale only; the readers are then centred over d_model), RMS norms ``"RMSPre"`` (scale
+  only). Sandwich post-norms (``ln1_post``/``ln2_post``) and QK norms keep their weights:
+  what follows them is a sum into the residual stream or a rotation, not a linear reader.
 - ``center_writing_weights``: everything that writes to the residual stream (W_E, W_pos,
-  W_O, b_O, W_out, b_out) gets zero mean over d_model; every reader centres its input anyway.
-- ``center_unembed``: W_U and b_U get zero mean over the vocabulary; softmax ignores a shift.
+  W_O, b_O, W_out, b_out) gets zero mean over d_model; every reader centres its input anyway
+  (layer-norm models only).
+- ``center_unembed``: W_U and b_U get zero mean over the vocabulary; softmax ignores a shift
+  (not with soft-capped logits: tanh does not).
 - ``fold_value_biases``: b_V moves into b_O (attention patterns sum to 1 over keys).
 - ``refactor_factored_attn_matrices``: W_Q/W_K (with their biases) and W_V/W_O are
-  re-factored through an SVD of W_Q W_K^T and W_V W_O, keeping both products.
+  re-factored through an SVD of W_Q W_K^T and W_V W_O, keeping both products (models with
+  learned positions and one key/value head per query head only).
 
+``process_weights`` checks every requested step first and raises a ``ValueError`` naming the
+step, the reason and the fix when one cannot apply, before any weight changes;
+``skipped_steps`` says which steps TransformerLens would skip with a warning instead.
 Processing happens in float32 (float64 for the refactor) and is cast back to the model's dtype.
 """
 
@@ -24,53 +32,132 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp.components.norms import make_norm
+
+
+def _fold_ln_problem(model: Any) -> str | None:
+    """Why the pre-norms cannot be folded into their readers, or None if they can (or are)."""
+    cfg = model.cfg
+    if cfg.normalization_type in ("LNPre", "RMSPre"):
+        return None  # already folded
+    if cfg.normalization_type not in ("LN", "LNPre", "RMS", "RMSPre"):
+        return (
+            f"fold_ln needs a model with layer norms or RMS norms (normalization_type "
+            f"{cfg.normalization_type!r} has no weights to fold)"
+        )
+    if cfg.normalization_type == "LN" and cfg.gated_mlp and not cfg.attn_only:
+        biased = [i for i, block in enumerate(model.blocks) if block.ln2.b.any()]
+        if biased:
+            return (
+                f"fold_ln cannot fold the bias of ln2 (blocks {biased}) into a gated MLP: "
+                "act(x @ W_gate) * (x @ W_in) has no bias slot before the product"
+            )
+    return None
+
+
+def _center_writing_problem(model: Any) -> str | None:
+    if model.cfg.normalization_type not in ("LN", "LNPre"):
+        return (
+            "center_writing_weights needs layer norms (normalization_type 'LN' or 'LNPre'): "
+            f"with {model.cfg.normalization_type!r} the residual stream's mean reaches the output"
+        )
+    return None
+
+
+def _center_unembed_problem(model: Any) -> str | None:
+    cap = model.cfg.output_logits_soft_cap
+    if cap > 0:
+        return (
+            f"center_unembed shifts each position's logits by a constant, which the output "
+            f"soft-cap (output_logits_soft_cap={cap}: cap * tanh(logits / cap)) does not ignore"
+        )
+    return None
+
+
+def _refactor_problem(model: Any) -> str | None:
+    cfg = model.cfg
+    reasons = []
+    if cfg.positional_embedding_type == "rotary":
+        reasons.append("rotary embeddings rotate q and k between W_Q and W_K")
+    if cfg.use_qk_norm:
+        reasons.append("QK norms normalise q and k between W_Q and W_K")
+    if (cfg.n_key_value_heads or cfg.n_heads) != cfg.n_heads:
+        reasons.append("grouped key/value heads are shared by several query heads")
+    if reasons:
+        return (
+            "refactor_factored_attn_matrices cannot keep W_Q W_K^T and W_V W_O per head here: "
+            + "; ".join(reasons)
+        )
+    return None
+
 
 @torch.no_grad()
 def fold_layer_norm(model: Any, center_weights: bool = True) -> None:
-    """Fold every layer norm's weight and bias into the next layer; norms become ``"LNPre"``.
+    """Fold every pre-norm's weight (and a layer norm's bias) into the next layer; ``"LN"``
+    becomes ``"LNPre"`` and ``"RMS"`` becomes ``"RMSPre"``. ``center_weights`` centres the
+    readers of a layer norm over d_model (its output has zero mean, so it changes nothing);
+    RMS norms do not centre, so their readers are never centred.
 
     Example:
         >>> fold_layer_norm(model); model.cfg.normalization_type
-        'LNPre'
+        'RMSPre'
     """
-    if model.cfg.normalization_type == "LNPre":
+    kind = model.cfg.normalization_type
+    problem = _fold_ln_problem(model)
+    if problem is not None:
+        raise ValueError(f"{problem}; pass fold_ln=False.")
+    if kind in ("LNPre", "RMSPre"):
         return  # already folded
-    if model.cfg.normalization_type != "LN":
-        raise ValueError("fold_ln needs a model with layer norms (normalization_type='LN').")
+    center_weights = center_weights and kind == "LN"
     for block in model.blocks:
         attn, ln1 = block.attn, block.ln1
-        for name in "QKV":
-            weight = getattr(attn, f"W_{name}")  # [n_heads, d_model, d_head]
-            bias = getattr(attn, f"b_{name}")  # [n_heads, d_head]
-            new_bias = bias.float() + torch.einsum("m,hmd->hd", ln1.b.float(), weight.float())
-            new_weight = ln1.w.float()[None, :, None] * weight.float()
-            if center_weights:
-                new_weight = new_weight - new_weight.mean(dim=1, keepdim=True)
-            weight.copy_(new_weight)
-            bias.copy_(new_bias)
+        W_K, b_K, W_V, b_V = attn.key_value_weights()  # per key/value head
+        for weight, bias in ((attn.W_Q, attn.b_Q), (W_K, b_K), (W_V, b_V)):
+            # [n_heads, d_model, d_head] and [n_heads, d_head]
+            _fold_into(ln1, weight, bias, center_weights, d_model_axis=1)
         if not model.cfg.attn_only:
-            _fold_into(block.ln2, block.mlp.W_in, block.mlp.b_in, center_weights)
-    _fold_into(model.ln_final, model.unembed.W_U, model.unembed.b_U, center_weights)
-    for layer_norm in _layer_norms(model):
-        layer_norm.w = None
-        layer_norm.b = None
-    model.cfg.normalization_type = "LNPre"
+            mlp = block.mlp
+            _fold_into(block.ln2, mlp.W_in, mlp.b_in, center_weights, d_model_axis=0)
+            if model.cfg.gated_mlp:  # no gate bias: _fold_ln_problem checked ln2's is zero
+                _fold_into(block.ln2, mlp.W_gate, None, center_weights, d_model_axis=0)
+    unembed = model.unembed
+    _fold_into(model.ln_final, unembed.W_U, unembed.b_U, center_weights, d_model_axis=0)
+    model.cfg.normalization_type = f"{kind}Pre"
+    _replace_pre_norms(model)
 
 
-def _fold_into(layer_norm: Any, weight: Tensor, bias: Tensor, center_weights: bool) -> None:
-    """Fold a layer norm into the [d_model, d_out] weight and [d_out] bias reading from it."""
-    new_bias = bias.float() + layer_norm.b.float() @ weight.float()
-    new_weight = layer_norm.w.float()[:, None] * weight.float()
+def _fold_into(
+    norm: Any, weight: Tensor, bias: Tensor | None, center_weights: bool, d_model_axis: int
+) -> None:
+    """Fold a norm's weight ``w`` (and bias ``b``, for a layer norm) into a weight reading it
+    along ``d_model_axis`` and its bias: W' = w * W, b' = b + b_norm @ W."""
+    shape = [1] * weight.ndim
+    shape[d_model_axis] = -1
+    if bias is not None and getattr(norm, "b", None) is not None:
+        # [d_model] against [..., d_model, d_out]: sum over d_model
+        folded = torch.tensordot(norm.b.float(), weight.float().movedim(d_model_axis, 0), 1)
+        bias.copy_(bias.float() + folded)
+    new_weight = norm.w.float().view(shape) * weight.float()
     if center_weights:
-        new_weight = new_weight - new_weight.mean(dim=0, keepdim=True)
+        new_weight = new_weight - new_weight.mean(dim=d_model_axis, keepdim=True)
     weight.copy_(new_weight)
-    bias.copy_(new_bias)
 
 
-def _layer_norms(model: Any) -> list[Any]:
-    norms = [model.ln_final]
+def _replace_pre_norms(model: Any) -> None:
+    """Swap ln1, ln2 and ln_final for the weightless norms ``cfg.normalization_type`` now
+    names, keeping their hook points (and any hooks on them)."""
+    for owner, name in _pre_norms(model):
+        old = getattr(owner, name)
+        new = make_norm(model.cfg)
+        new.hook_scale, new.hook_normalized = old.hook_scale, old.hook_normalized
+        setattr(owner, name, new)
+    model.setup()
+
+
+def _pre_norms(model: Any) -> list[tuple[Any, str]]:
+    norms = [(model, "ln_final")]
     for block in model.blocks:
-        norms += [block.ln1] if model.cfg.attn_only else [block.ln1, block.ln2]
+        norms += [(block, "ln1")] if model.cfg.attn_only else [(block, "ln1"), (block, "ln2")]
     return norms
 
 
@@ -82,12 +169,12 @@ def center_writing_weights(model: Any) -> None:
         >>> center_writing_weights(model); model.W_E.mean(-1).abs().max() < 1e-6
         tensor(True)
     """
-    if model.cfg.normalization_type not in ("LN", "LNPre"):
-        raise ValueError(
-            "center_writing_weights needs layer norms (normalization_type 'LN' or 'LNPre'): "
-            "without them the residual stream's mean reaches the output."
-        )
-    writers = [model.embed.W_E, model.pos_embed.W_pos]
+    problem = _center_writing_problem(model)
+    if problem is not None:
+        raise ValueError(f"{problem}; pass center_writing_weights=False.")
+    writers = [model.embed.W_E]
+    if model.cfg.positional_embedding_type == "standard":
+        writers.append(model.pos_embed.W_pos)
     for block in model.blocks:
         writers += [block.attn.W_O, block.attn.b_O]
         if not model.cfg.attn_only:
@@ -104,13 +191,18 @@ def center_unembed(model: Any) -> None:
         >>> center_unembed(model); model.W_U.mean(-1).abs().max() < 1e-6
         tensor(True)
     """
+    problem = _center_unembed_problem(model)
+    if problem is not None:
+        raise ValueError(f"{problem}; pass center_unembed=False.")
     for weight in (model.unembed.W_U, model.unembed.b_U):
         weight.sub_(weight.float().mean(dim=-1, keepdim=True).to(weight.dtype))
 
 
 @torch.no_grad()
 def fold_value_biases(model: Any) -> None:
-    """Move b_V into b_O: b_O += sum over heads of b_V[h] @ W_O[h]; b_V becomes zero.
+    """Move b_V into b_O: b_O += sum over heads of b_V[h] @ W_O[h]; b_V becomes zero
+    (with grouped-query attention, each key/value head's bias reaches every query head
+    it serves).
 
     Exact because each query's attention weights sum to 1, so b_V reaches the output whole.
 
@@ -122,7 +214,7 @@ def fold_value_biases(model: Any) -> None:
         attn = block.attn
         folded = torch.einsum("hd,hdm->m", attn.b_V.float(), attn.W_O.float())
         attn.b_O.copy_(attn.b_O.float() + folded)
-        attn.b_V.zero_()
+        attn.key_value_weights()[3].zero_()  # b_V as stored: [n_key_value_heads, d_head]
 
 
 @torch.no_grad()
@@ -139,6 +231,9 @@ def refactor_factored_attn_matrices(model: Any) -> None:
         >>> torch.allclose(model.W_O[0, 0] @ model.W_O[0, 0].T, torch.eye(model.cfg.d_head))
         True
     """
+    problem = _refactor_problem(model)
+    if problem is not None:
+        raise ValueError(f"{problem}; pass refactor_factored_attn_matrices=False.")
     fold_value_biases(model)
     for block in model.blocks:
         attn = block.attn
@@ -166,13 +261,29 @@ def _factored_svd(first: Tensor, second: Tensor) -> tuple[Tensor, Tensor, Tensor
     return q_first @ u, singular, q_second @ vh.mT
 
 
-_STEPS = {  # in TransformerLens's order
-    "fold_ln": fold_layer_norm,
-    "center_writing_weights": center_writing_weights,
-    "center_unembed": center_unembed,
-    "fold_value_biases": fold_value_biases,
-    "refactor_factored_attn_matrices": refactor_factored_attn_matrices,
+_STEPS = {  # in TransformerLens's order: (the step, why it cannot apply or None)
+    "fold_ln": (fold_layer_norm, _fold_ln_problem),
+    "center_writing_weights": (center_writing_weights, _center_writing_problem),
+    "center_unembed": (center_unembed, _center_unembed_problem),
+    "fold_value_biases": (fold_value_biases, lambda model: None),
+    "refactor_factored_attn_matrices": (refactor_factored_attn_matrices, _refactor_problem),
 }
+# The steps TransformerLens skips with a warning when the model cannot take them.
+_SKIPPED_BY_TRANSFORMER_LENS = ("fold_ln", "center_writing_weights", "center_unembed")
+
+
+def skipped_steps(model: Any, **wanted: bool) -> dict[str, str]:
+    """The requested steps TransformerLens would skip on this model, with the reason:
+    folding norms a model does not have, centring writing weights without layer norms,
+    centring the unembedding of soft-capped logits. ``from_pretrained`` skips them with a
+    warning, as TransformerLens does; ``process_weights`` refuses them.
+
+    Example:
+        >>> skipped_steps(llama, fold_ln=True, center_writing_weights=True)
+        {'center_writing_weights': "center_writing_weights needs layer norms ..."}
+    """
+    reasons = {name: _STEPS[name][1](model) for name in _SKIPPED_BY_TRANSFORMER_LENS}
+    return {name: reason for name, reason in reasons.items() if wanted.get(name) and reason}
 
 
 def process_weights(
@@ -185,6 +296,10 @@ def process_weights(
 ) -> Any:
     """Apply the chosen processing steps in TransformerLens's order; returns ``model``.
 
+    Every step is checked before any runs: one that cannot apply to this model (see the
+    module docstring) is a ``ValueError`` naming it and the fix, and the weights are left
+    as they were.
+
     Example:
         >>> process_weights(model, fold_ln=True, center_writing_weights=False,
         ...                 center_unembed=False, fold_value_biases=False)
@@ -196,7 +311,11 @@ def process_weights(
         "fold_value_biases": fold_value_biases,
         "refactor_factored_attn_matrices": refactor_factored_attn_matrices,
     }
-    for name, step in _STEPS.items():
+    for name, (_, problem_of) in _STEPS.items():
+        problem = problem_of(model) if wanted[name] else None
+        if problem is not None:
+            raise ValueError(f"{problem}; pass {name}=False.")
+    for name, (step, _) in _STEPS.items():
         if wanted[name]:
             step(model)
     return model
