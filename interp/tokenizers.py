@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
 import tiktoken
@@ -432,6 +433,47 @@ def get_tokenizer(name_or_tokenizer: Any = "gpt2") -> Any:
     if hasattr(name_or_tokenizer, "encode") and hasattr(name_or_tokenizer, "decode"):
         return HuggingFaceTokenizer(name_or_tokenizer)
     raise TypeError(f"Cannot use {type(name_or_tokenizer).__name__} as a tokenizer.")
+
+
+# The files a Hugging Face checkpoint folder may hold its tokenizer in.
+HF_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+)
+
+
+def tokenizer_from_folder(folder: str | Path) -> HuggingFaceTokenizer | None:
+    """The Hugging Face tokenizer saved in a checkpoint folder (``AutoTokenizer``, else the
+    bare ``tokenizer.json`` as a ``PreTrainedTokenizerFast``), wrapped; None when the folder
+    has no tokenizer files.
+
+    Example:
+        >>> tokenizer_from_folder("Llama-3.2-1B").encode("Hello", add_special_tokens=False)
+        [9906]
+    """
+    folder = Path(folder)
+    if not any((folder / name).is_file() for name in HF_TOKENIZER_FILES):
+        return None
+    try:
+        import transformers
+    except ImportError:
+        raise ImportError(
+            f"{folder} holds a Hugging Face tokenizer, which needs transformers: pip install "
+            "transformers, or pass tokenizer= yourself."
+        ) from None
+    try:
+        hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError, TypeError, KeyError):
+        if not (folder / "tokenizer.json").is_file():
+            raise
+        hf_tokenizer = transformers.PreTrainedTokenizerFast(
+            tokenizer_file=str(folder / "tokenizer.json")
+        )
+    return HuggingFaceTokenizer(hf_tokenizer)
 
 
 def tokenizer_from_dict(spec: dict[str, Any]) -> Any:

@@ -329,7 +329,13 @@ def build_model(
 def _placed(tensor: Tensor, device: torch.device, dtype: torch.dtype, fresh: bool) -> Tensor:
     """``tensor`` on ``device`` in ``dtype``, contiguous, owning exactly its own storage (not a
     slice of a fused checkpoint tensor, which would keep the rest alive)."""
-    tensor = tensor.detach().to(device=device, dtype=dtype, copy=not fresh).contiguous()
+    # One conversion straight into a contiguous buffer (a transposed bf16 lm_head becomes a
+    # float32 W_U without an intermediate copy).
+    tensor = (
+        tensor.detach()
+        .to(device=device, dtype=dtype, copy=not fresh, memory_format=torch.contiguous_format)
+        .contiguous()
+    )  # (``to`` leaves a tensor that needs no conversion as it is)
     if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
         tensor = tensor.clone()
     return tensor

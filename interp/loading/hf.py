@@ -27,7 +27,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.families import family_for, is_gpt2, iter_tensors
-from interp.tokenizers import get_tokenizer
+from interp.tokenizers import HF_TOKENIZER_FILES, get_tokenizer, tokenizer_from_folder
 
 # Causal-mask buffers that older transformers versions saved with the weights.
 _HF_MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
@@ -35,13 +35,6 @@ _HF_MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
 _HF_WEIGHT_FILES = (
     ("model.safetensors.index.json", "model.safetensors"),
     ("pytorch_model.bin.index.json", "pytorch_model.bin"),
-)
-_HF_TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.json",
-    "merges.txt",
-    "special_tokens_map.json",
 )
 
 
@@ -284,20 +277,22 @@ def _shard_paths(index_path: Path) -> list[Path]:
     return paths
 
 
-def folder_tokenizer(folder: Path) -> Any:
-    """The tokenizer saved in a Hugging Face folder, else the offline GPT-2 tokenizer."""
-    if not any((folder / name).is_file() for name in _HF_TOKENIZER_FILES):
-        return get_tokenizer("gpt2")
+def folder_tokenizer(folder: Path, gpt2_fallback: bool = True) -> Any:
+    """The Hugging Face tokenizer saved in a checkpoint folder; without one, the offline
+    GPT-2 tokenizer (``gpt2_fallback``, for GPT-2 checkpoints) or None."""
+    if not any((folder / name).is_file() for name in HF_TOKENIZER_FILES):
+        return get_tokenizer("gpt2") if gpt2_fallback else None
     try:
-        from transformers import AutoTokenizer
+        return tokenizer_from_folder(folder)
     except ImportError:
+        if not gpt2_fallback:
+            raise
         warnings.warn(
             f"{printable(folder)} has a tokenizer but transformers is not installed; using the "
             "offline GPT-2 tokenizer instead (pip install transformers to use the folder's).",
             stacklevel=3,
         )
         return get_tokenizer("gpt2")
-    return get_tokenizer(AutoTokenizer.from_pretrained(str(folder)))
 
 
 def load_hf_folder(
@@ -338,7 +333,8 @@ def load_hf_folder(
         cfg.model_name = cfg.tokenizer_name = hf_config.get("_name_or_path") or folder.name
         source, rows = family.checked_source(hf_folder_source(folder), cfg, hf_config, what)
         tensors = iter_tensors(source, rows)
-    tokenizer = folder_tokenizer(folder) if tokenizer is None else tokenizer
+    if tokenizer is None:
+        tokenizer = folder_tokenizer(folder, gpt2_fallback=is_gpt2(hf_config))
     return build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
 
 
@@ -356,8 +352,8 @@ def _checked_config(
 
 
 def download_from_hub(repo_id: str) -> Path:
-    """The local folder of a hub repo's GPT-2 checkpoint, from the Hugging Face cache when the
-    hub cannot be reached. Only the config, tokenizer and one weights format are fetched.
+    """The local folder of a hub repo's checkpoint, from the Hugging Face cache when the hub
+    cannot be reached. Only the config, tokenizer and one weights format are fetched.
 
     Example:
         >>> download_from_hub("gpt2")
@@ -366,7 +362,7 @@ def download_from_hub(repo_id: str) -> Path:
     import huggingface_hub
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
-    patterns = ["config.json", *_HF_TOKENIZER_FILES]
+    patterns = ["config.json", *HF_TOKENIZER_FILES]
     safetensors_patterns = [
         "model.safetensors",
         "model.safetensors.index.json",
