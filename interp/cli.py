@@ -143,8 +143,8 @@ def run_report(args: argparse.Namespace) -> None:
 
 
 def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | None]]:
-    """Every hook point's name and its activation's shape on a batch of one 1-token sequence
-    (None for opt-in hooks this model's config leaves off), in model order.
+    """Every hook point's name and its activation's shape on a batch of one 1-token sequence,
+    in the order the forward pass reaches them (a hook that does not fire on it, None, last).
 
     Example:
         >>> hook_shapes(model)[:2]
@@ -153,7 +153,8 @@ def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | N
     tokens = torch.zeros(1, 1, dtype=torch.long, device=model.device)
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens)
-    return [(name, tuple(cache[name].shape) if name in cache else None) for name in model.hook_dict]
+    fired = [(name, tuple(activation.shape)) for name, activation in cache.items()]
+    return fired + [(name, None) for name in model.hook_dict if name not in cache]
 
 
 def run_hooks(args: argparse.Namespace) -> None:
@@ -163,7 +164,7 @@ def run_hooks(args: argparse.Namespace) -> None:
     name = terminal_text(model.cfg.model_name)
     print(f"{len(shapes)} hook points of {name}; shapes for 1 sequence of 1 token")
     for hook, shape in shapes:
-        shown = list(shape) if shape is not None else "(opt-in, off in this config)"
+        shown = list(shape) if shape is not None else "(does not fire on a forward pass)"
         print(terminal_text(f"{hook:<{width}}  {shown}"))
 
 
@@ -192,7 +193,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="interp",
-        description="Mechanistic interpretability for GPT-2-family models: offline HTML "
+        description="Mechanistic interpretability for GPT-2, Pythia, Llama, Mistral, Qwen and "
+        "Gemma models: offline HTML "
         "reports (attention heads, logit lens, head scores, patching) and hook listings.",
         epilog="Exit codes: 0 ok, 1 runtime error, 2 usage error.",
     )
