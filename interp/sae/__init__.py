@@ -1,0 +1,13 @@
+"""Sparse autoencoders: the ``SAE`` module, its format readers, and splicing into models.
+
+Example:
+    >>> from interp.sae import SAE, HookedSAETransformer
+    >>> sae = SAE.load("path/to/sae_folder")          # SAELens, Gemma Scope, sparsify, Llama Scope
+    >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+    >>> logits, cache = model.run_with_cache_with_saes(tokens, saes=[sae])
+    >>> cache[f"{sae.cfg.hook_name}.hook_sae_acts_post"]   # [batch, pos, d_sae]
+"""
+
+from interp.sae.sae import ARCHITECTURES, SAE, SAEConfig
+
+__all__ = ["ARCHITECTURES", "SAE", "SAEConfig"]
