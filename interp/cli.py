@@ -3,6 +3,8 @@
     interp demo [--out FILE]
     interp report --model NAME_OR_PATH --prompt TEXT [--corrupted TEXT] --out FILE
     interp hooks --model NAME_OR_PATH
+    interp serve --model NAME_OR_PATH [--model ...] [--port PORT] [--host HOST --token TOKEN]
+    interp harvest --model NAME_OR_PATH --data FILE_OR_DIR --hooks NAMES --out DIR [...]
 
 Exit codes: 0 success, 1 runtime error (a checkpoint that cannot be loaded, a prompt the
 model cannot take), 2 usage error (bad or missing arguments, an unknown model, a corrupted
@@ -254,6 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hooks.add_argument("--model", required=True, help="a shipped model name or checkpoint folder")
     hooks.set_defaults(run=run_hooks, parser=hooks)
+
+    from interp.serve.cli import add_parser as add_serve_parser
+
+    add_serve_parser(commands)
+
+    from interp.harvest.cli import add_parser as add_harvest_parser
+
+    add_harvest_parser(commands)
     return parser
 
 

@@ -1,0 +1,254 @@
+"""The dashboard's ASGI app: the page, its local scripts, and the JSON API (FastAPI; its
+OpenAPI schema at ``/openapi.json``; FastAPI's ``/docs`` page is off, as it loads its
+scripts from a CDN).
+
+    GET  /                         the page (state in the URL's hash: model, prompt, layer, head)
+    GET  /vendor/circuitsvis.js    circuitsvis's bundle, from the installed package
+    GET  /vendor/plotly.min.js     plotly.js, from the installed plotly package
+    GET  /api/models               the models served and their shapes
+    POST /api/prompt               tokens and top next-token predictions
+    POST /api/attention            a layer's attention patterns (or one head's)
+    POST /api/logit_lens           the top prediction at every depth and position
+    POST /api/attribution          direct logit attribution by layer and head
+    POST /api/head_scores          previous-token, duplicate-token and induction scores
+    POST /api/sae_features         the strongest SAE features per token (with --sae)
+    POST /api/patching             start a patching job (202, its id)
+    GET  /api/jobs/{id}            a job's progress and, when done, its result
+    GET  /api/jobs/{id}/events     the same as a server-sent event stream
+    DELETE /api/jobs/{id}          cancel a job
+
+Example:
+    >>> app = create_app({"attn-only-2l": interp.load_model("attn-only-2l")})
+    >>> uvicorn.run(app, host="127.0.0.1", port=8000)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from interp.model import HookedTransformer
+from interp.serve import analyses
+from interp.serve.auth import MAX_BODY, Guard
+from interp.serve.errors import ApiError
+from interp.serve.jobs import Jobs
+from interp.serve.schemas import (
+    AttentionRequest,
+    AttentionResponse,
+    AttributionRequest,
+    AttributionResponse,
+    ErrorResponse,
+    HeadScoresResponse,
+    JobStatus,
+    LogitLensResponse,
+    ModelsResponse,
+    PatchingRequest,
+    PromptRequest,
+    PromptResponse,
+    SaeFeaturesResponse,
+)
+from interp.serve.worker import MAX_TOKENS, Workers
+from interp.viz.circuitsvis_view import circuitsvis_bundle_path
+
+T = TypeVar("T")
+WORKER_THREADS = 4
+STATIC = resources.files("interp.serve") / "static"
+# The page runs only its own scripts; data reaches it as JSON and is written as text.
+PAGE_HEADERS = {
+    "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self' "
+    "'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 404, 413, 422, 429)}
+
+
+def plotly_bundle_path() -> Path:
+    """plotly.js as the installed plotly package ships it (``package_data/plotly.min.js``)."""
+    path = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"plotly.js is missing at {path}; reinstall plotly (`pip install --force-reinstall "
+            "plotly`)."
+        )
+    return path
+
+
+def _validation_message(error: RequestValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"] if part != "body") or "body"
+        parts.append(f"{where}: {item['msg']}")
+    return "Bad request: " + "; ".join(parts)
+
+
+def create_app(
+    models: dict[str, HookedTransformer],
+    token: str | None = None,
+    saes: dict[str, Any] | None = None,
+    max_tokens: int = MAX_TOKENS,
+    max_body: int = MAX_BODY,
+) -> Guard:
+    """The dashboard app serving ``models`` (by name; nothing else can be asked for), behind
+    the token or loopback check (``interp.serve.auth.Guard``). ``saes`` maps a model name to
+    an SAE whose features the page shows.
+
+    Example:
+        >>> app = create_app({"attn-only-2l": interp.load_model("attn-only-2l")}, token=None)
+    """
+    workers = Workers(models, saes, max_tokens)
+    jobs = Jobs()
+    executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="interp-serve")
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        jobs.shutdown()
+        executor.shutdown(wait=True)
+
+    api = FastAPI(
+        title="interp dashboard",
+        description="Analyses of a prompt on the models this server was started with.",
+        lifespan=lifespan,
+        responses=ERRORS,
+        docs_url=None,
+        redoc_url=None,
+    )
+    api.state.workers, api.state.jobs = workers, jobs
+
+    async def in_worker(function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(executor, function, *args)
+
+    @api.exception_handler(ApiError)
+    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+        return JSONResponse({"error": error.message}, status_code=error.status)
+
+    @api.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": _validation_message(error)}, status_code=422)
+
+    @api.get("/", include_in_schema=False)
+    def page() -> Response:
+        html = (STATIC / "index.html").read_text(encoding="utf-8")
+        return Response(html, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+
+    @api.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        files = {"app.js": "text/javascript", "style.css": "text/css"}
+        if name not in files:  # a fixed list: no request path reaches the file system
+            raise ApiError(404, f"no static file {name!r}.")
+        return Response((STATIC / name).read_text(encoding="utf-8"), media_type=files[name])
+
+    @api.get("/vendor/circuitsvis.js", include_in_schema=False)
+    def circuitsvis_js() -> FileResponse:
+        return FileResponse(circuitsvis_bundle_path(), media_type="text/javascript")
+
+    @api.get("/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(plotly_bundle_path(), media_type="text/javascript")
+
+    @api.get("/api/models", response_model=ModelsResponse)
+    def list_models() -> dict[str, Any]:
+        """The models this server serves, with their shapes and prompt limit."""
+        return {
+            "models": [
+                {
+                    "name": worker.name,
+                    "n_layers": worker.model.cfg.n_layers,
+                    "n_heads": worker.model.cfg.n_heads,
+                    "d_model": worker.model.cfg.d_model,
+                    "d_vocab": worker.model.cfg.d_vocab,
+                    "n_ctx": worker.model.cfg.n_ctx,
+                    "attn_only": worker.model.cfg.attn_only,
+                    "max_tokens": worker.max_tokens,
+                    "has_sae": worker.sae is not None,
+                }
+                for worker in workers
+            ]
+        }
+
+    @api.post("/api/prompt", response_model=PromptResponse)
+    async def prompt(body: PromptRequest) -> dict[str, Any]:
+        """The prompt's tokens and the top next-token predictions after it."""
+        return await in_worker(analyses.prompt_summary, workers[body.model], body.prompt)
+
+    @api.post("/api/attention", response_model=AttentionResponse)
+    async def attention(body: AttentionRequest) -> dict[str, Any]:
+        """A layer's attention patterns [head, query, key], or one head's with ``head``."""
+        worker = workers[body.model]
+        return await in_worker(analyses.attention, worker, body.prompt, body.layer, body.head)
+
+    @api.post("/api/logit_lens", response_model=LogitLensResponse)
+    async def logit_lens(body: PromptRequest) -> dict[str, Any]:
+        """The logit lens: the top prediction at every stage of the residual stream."""
+        return await in_worker(analyses.lens, workers[body.model], body.prompt)
+
+    @api.post("/api/attribution", response_model=AttributionResponse)
+    async def attribution(body: AttributionRequest) -> dict[str, Any]:
+        """Direct logit attribution of the answer (minus the wrong answer) by head and MLP."""
+        worker = workers[body.model]
+        args = (worker, body.prompt, body.answer, body.wrong_answer)
+        return await in_worker(analyses.attribution, *args)
+
+    @api.post("/api/head_scores", response_model=HeadScoresResponse)
+    async def head_scores(body: PromptRequest) -> dict[str, Any]:
+        """Previous-token, duplicate-token and induction scores of every head."""
+        return await in_worker(analyses.scores, workers[body.model], body.prompt)
+
+    @api.post("/api/sae_features", response_model=SaeFeaturesResponse)
+    async def sae_features(body: PromptRequest) -> dict[str, Any]:
+        """The strongest features of the model's SAE at each position."""
+        return await in_worker(analyses.sae_features, workers[body.model], body.prompt)
+
+    @api.post("/api/patching", status_code=202, response_model=JobStatus)
+    async def patching(body: PatchingRequest) -> dict[str, Any]:
+        """Start activation patching (residual stream by layer x position, then head outputs
+        by layer x head); follow it at ``/api/jobs/{id}``. Bad input fails here, not later."""
+        worker = workers[body.model]
+        args = (worker, body.prompt, body.corrupted, body.answer, body.wrong_answer)
+        plan = await in_worker(analyses.PatchingPlan, *args)
+        return jobs.start(plan.total, plan.run).status()
+
+    @api.get("/api/jobs/{job_id}", response_model=JobStatus)
+    def job_status(job_id: str) -> dict[str, Any]:
+        """A job's state and progress; its result once done."""
+        return jobs.get(job_id).status()
+
+    @api.delete("/api/jobs/{job_id}", response_model=JobStatus)
+    def cancel_job(job_id: str) -> dict[str, Any]:
+        """Cancel a job; it stops after the step it is in."""
+        job = jobs.get(job_id)
+        job.cancel()
+        return job.status()
+
+    @api.get("/api/jobs/{job_id}/events", response_class=StreamingResponse)
+    async def job_events(job_id: str, request: Request) -> StreamingResponse:
+        """The job's status as server-sent events: one on every change, the last when it
+        finishes."""
+        job = jobs.get(job_id)
+
+        async def events() -> AsyncIterator[str]:
+            seen = -1
+            while not await request.is_disconnected():
+                if job.version != seen:
+                    seen = job.version
+                    yield f"data: {json.dumps(job.status())}\n\n"
+                    if job.finished:
+                        return
+                await asyncio.sleep(0.05)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return Guard(api, token, max_body)

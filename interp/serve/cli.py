@@ -1,0 +1,96 @@
+"""``interp serve``: the dashboard for the models named on the command line.
+
+interp serve --model attn-only-2l [--model shakespeare-char] [--port 8000]
+interp serve --model path/to/checkpoint --host 0.0.0.0 --token SECRET
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import secrets
+
+import uvicorn
+
+from interp.serve.auth import is_loopback
+from interp.serve.worker import MAX_TOKENS
+
+DEFAULT_PORT = 8000
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``serve`` subcommand to the ``interp`` command's subparsers."""
+    serve = commands.add_parser(
+        "serve",
+        help="serve the live dashboard (a local web page and JSON API) for some models",
+        description="Serve a web page and a JSON API (OpenAPI schema at /openapi.json) "
+        "that analyse prompts on the models named here: tokens and predictions, attention "
+        "heads, logit lens, direct logit attribution, head scores and activation patching. "
+        "Every script is served locally; nothing is fetched from the network.",
+    )
+    serve.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        metavar="NAME_OR_PATH",
+        help="a shipped model name or a checkpoint folder; repeat for several models",
+    )
+    serve.add_argument(
+        "--sae", action="append", default=[], metavar="PATH", help="an SAE to show features of"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="port to bind (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--token",
+        help="require this token on every request (required with a non-local --host; "
+        "one is generated and printed if not given)",
+    )
+    serve.add_argument(
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        help="the longest prompt served, in tokens (default: %(default)s, or n_ctx if less)",
+    )
+    serve.set_defaults(run=run, parser=serve)
+    return serve
+
+
+def run(args: argparse.Namespace) -> None:
+    from interp.cli import CommandError, UsageError, load_named_model, terminal_text
+    from interp.serve.app import create_app
+    from interp.serve.server import bind_socket
+
+    if len(set(args.model)) != len(args.model):
+        raise UsageError(f"--model names a model twice ({args.model}); name each once.")
+    if args.sae and importlib.util.find_spec("interp.sae") is None:
+        raise UsageError(
+            "--sae needs the interp.sae package, which this installation does not have; "
+            "start the server without --sae."
+        )
+    if args.sae:
+        raise UsageError("--sae is not supported by this version of interp serve yet.")
+    if not 0 <= args.port < 65536:
+        raise UsageError(f"--port {args.port} is not a port number (0 to 65535).")
+    if args.max_tokens < 1:
+        raise UsageError(f"--max-tokens {args.max_tokens} must be at least 1.")
+    token = args.token
+    if token is None and not is_loopback(args.host):
+        token = secrets.token_urlsafe(24)
+        print(f"--host {terminal_text(args.host)} is not local: requests need this token: {token}")
+    models = {name: load_named_model(name) for name in args.model}
+    app = create_app(models, token=token, max_tokens=args.max_tokens)
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as error:
+        raise CommandError(
+            f"Cannot listen on {args.host}:{args.port} ({error}); pick another --port."
+        ) from error
+    port = sock.getsockname()[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    query = f"?token={token}" if token else ""
+    print(terminal_text(f"interp dashboard for {', '.join(models)}: http://{host}:{port}/{query}"))
+    print(f"OpenAPI schema: http://{host}:{port}/openapi.json{query}   (Ctrl-C stops)")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])

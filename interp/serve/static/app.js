@@ -1,0 +1,502 @@
+// The dashboard page: asks the JSON API about a prompt and draws the answers.
+// Every string from a prompt or a model reaches the page as text: textContent for elements,
+// plotText() for plotly (which reads its labels as HTML-like markup) and cvTokens() for
+// circuitsvis (which writes tokens with innerHTML). The view's state lives in the URL's hash.
+(function () {
+  "use strict";
+
+  const $ = (id) => document.getElementById(id);
+  const TOKEN = new URLSearchParams(location.search).get("token");
+  const PLOT_CONFIG = { displayModeBar: false, responsive: true };
+  // interp.viz.plots's scales: light to dark blue; negative red, zero white, positive blue.
+  const BLUES = [[0, "#f7fbff"], [0.25, "#c6dbef"], [0.5, "#6baed6"], [0.75, "#2171b5"], [1, "#08306b"]];
+  const RDBU = [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]];
+  const state = { model: "", prompt: "", layer: 0, head: null, corrupted: "", answer: "", wrong: "" };
+  let models = [];
+  let generation = 0; // answers to an older prompt are dropped
+  let layerData = null; // the shown layer's patterns
+  let job = null; // the running patching job: {id, source}
+  let busy = 0;
+
+  // ------------------------------------------------------------------ helpers
+  function setBusy(delta) {
+    busy += delta;
+    document.body.dataset.busy = String(busy);
+  }
+
+  async function api(path, body, method) {
+    const headers = {};
+    if (TOKEN) headers.authorization = "Bearer " + TOKEN;
+    const options = { method: method || (body ? "POST" : "GET"), headers };
+    if (body) {
+      headers["content-type"] = "application/json";
+      options.body = JSON.stringify(body);
+    }
+    setBusy(1);
+    try {
+      const response = await fetch("api/" + path, options);
+      const data = await response.json().catch(() => ({ error: response.statusText }));
+      if (!response.ok) throw new Error(data.error || response.statusText);
+      return data;
+    } finally {
+      setBusy(-1);
+    }
+  }
+
+  function showError(error) {
+    $("error").textContent = error instanceof Error ? error.message : String(error);
+    $("error").hidden = false;
+  }
+
+  function clearError() {
+    $("error").textContent = "";
+    $("error").hidden = true;
+  }
+
+  function el(tag, text, className) {
+    const element = document.createElement(tag);
+    if (text !== undefined) element.textContent = text;
+    if (className) element.className = className;
+    return element;
+  }
+
+  function visible(text) {
+    return String(text).replace(/\n/g, "\u21b5").replace(/\t/g, "\u21e5");
+  }
+
+  // plotly renders labels as a small HTML dialect: escape it so each shows literally.
+  function plotText(text) {
+    return visible(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  // Repeated tokens must stay apart on an axis: each label carries its position.
+  function positionLabels(tokens) {
+    return tokens.map((token, i) => plotText(token) + "|" + i);
+  }
+
+  // circuitsvis writes tokens as HTML: escape what could start a tag or an entity
+  // (as interp.viz.circuitsvis_view.circuitsvis_tokens does).
+  function cvTokens(tokens) {
+    return tokens.map((token) =>
+      String(token).replace(/&(?=[A-Za-z0-9#])/g, "&amp;").replace(/<(?=[A-Za-z/!?])/g, "&lt;"),
+    );
+  }
+
+  function symmetricBound(rows) {
+    return Math.max(1e-6, ...rows.flat().filter((v) => v !== null).map((v) => Math.abs(v)));
+  }
+
+  function plotLayout(title, height, extra) {
+    return Object.assign(
+      {
+        title: { text: plotText(title) },
+        height: height,
+        margin: { l: 70, r: 30, t: 50, b: 80 },
+        template: "plotly_white",
+        font: { size: 11 },
+      },
+      extra || {},
+    );
+  }
+
+  // ------------------------------------------------------------------ URL state
+  function readHash() {
+    const hash = new URLSearchParams(location.hash.slice(1));
+    state.model = hash.get("model") || state.model;
+    state.prompt = hash.get("prompt") || "";
+    state.layer = parseInt(hash.get("layer") || "0", 10) || 0;
+    const head = hash.get("head");
+    state.head = head === null || head === "" ? null : parseInt(head, 10);
+    state.corrupted = hash.get("corrupted") || "";
+    state.answer = hash.get("answer") || "";
+    state.wrong = hash.get("wrong") || "";
+  }
+
+  function writeHash() {
+    const hash = new URLSearchParams();
+    hash.set("model", state.model);
+    if (state.prompt) hash.set("prompt", state.prompt);
+    hash.set("layer", String(state.layer));
+    if (state.head !== null) hash.set("head", String(state.head));
+    if (state.corrupted) hash.set("corrupted", state.corrupted);
+    if (state.answer) hash.set("answer", state.answer);
+    if (state.wrong) hash.set("wrong", state.wrong);
+    history.replaceState(null, "", location.pathname + location.search + "#" + hash.toString());
+  }
+
+  function currentModel() {
+    return models.find((m) => m.name === state.model) || models[0];
+  }
+
+  // ------------------------------------------------------------------ models
+  function fillModels() {
+    const select = $("model");
+    select.replaceChildren(...models.map((m) => el("option", m.name)));
+    if (!models.some((m) => m.name === state.model)) state.model = models[0].name;
+    select.value = state.model;
+    fillLayers();
+  }
+
+  function fillLayers() {
+    const model = currentModel();
+    $("model-shape").textContent =
+      `${model.n_layers} layers, ${model.n_heads} heads, d_model ${model.d_model}, ` +
+      `up to ${model.max_tokens} tokens`;
+    const select = $("layer");
+    const layers = Array.from({ length: model.n_layers }, (_, i) => el("option", String(i)));
+    layers.forEach((option, i) => (option.value = String(i)));
+    select.replaceChildren(...layers);
+    if (state.layer >= model.n_layers) state.layer = 0;
+    if (state.head !== null && state.head >= model.n_heads) state.head = null;
+    select.value = String(state.layer);
+    $("sae-section").hidden = !model.has_sae;
+  }
+
+  // ------------------------------------------------------------------ tokens
+  function renderTokens(data) {
+    $("tokens").replaceChildren(
+      ...data.tokens.map((token, i) => {
+        const span = el("span", visible(token), "token");
+        span.appendChild(el("sub", String(i)));
+        return span;
+      }),
+    );
+    $("predictions").tBodies[0].replaceChildren(
+      ...data.top_predictions.map((p) => {
+        const row = el("tr");
+        row.append(el("td", visible(p.token), "text"), el("td", String(p.token_id)));
+        row.append(el("td", p.prob.toFixed(4)));
+        return row;
+      }),
+    );
+  }
+
+  // ------------------------------------------------------------------ attention
+  function drawThumbnail(canvas, pattern) {
+    const n = pattern.length;
+    canvas.width = n;
+    canvas.height = n;
+    const context = canvas.getContext("2d");
+    const image = context.createImageData(n, n);
+    for (let q = 0; q < n; q++) {
+      for (let k = 0; k < n; k++) {
+        const v = Math.max(0, Math.min(1, pattern[q][k]));
+        const offset = 4 * (q * n + k);
+        image.data[offset] = Math.round(255 * (1 - v * 0.88));
+        image.data[offset + 1] = Math.round(255 * (1 - v * 0.56));
+        image.data[offset + 2] = Math.round(255 * (1 - v * 0.18));
+        image.data[offset + 3] = 255;
+      }
+    }
+    context.putImageData(image, 0, 0);
+  }
+
+  async function loadLayer(gen) {
+    const data = await api("attention", { model: state.model, prompt: state.prompt, layer: state.layer });
+    if (gen !== generation) return;
+    layerData = data;
+    $("head-grid").replaceChildren(
+      ...data.patterns.map((pattern, head) => {
+        const cell = el("div", undefined, "head");
+        cell.dataset.head = String(head);
+        const canvas = el("canvas");
+        drawThumbnail(canvas, pattern);
+        cell.append(canvas, el("span", `L${data.layer}H${head}`));
+        cell.addEventListener("click", () => selectHead(head));
+        return cell;
+      }),
+    );
+    if (state.head !== null && state.head < data.patterns.length) selectHead(state.head);
+    else {
+      $("pattern").replaceChildren();
+      $("pattern-title").textContent = "";
+    }
+  }
+
+  function selectHead(head) {
+    state.head = head;
+    writeHash();
+    for (const cell of $("head-grid").children) {
+      cell.classList.toggle("selected", cell.dataset.head === String(head));
+    }
+    $("pattern-title").textContent = `L${layerData.layer}H${head} attention pattern`;
+    // A fresh element for each render: React must not mount twice on one container.
+    const target = el("div");
+    target.id = `pattern-view-${layerData.layer}-${head}-${generation}`;
+    $("pattern").replaceChildren(target);
+    CircuitsVis.render(target.id, CircuitsVis.AttentionPattern, {
+      tokens: cvTokens(layerData.tokens),
+      attention: layerData.patterns[head],
+      showAxisLabels: true,
+    });
+  }
+
+  // ------------------------------------------------------------------ plots
+  async function loadLens(gen) {
+    const data = await api("logit_lens", { model: state.model, prompt: state.prompt });
+    if (gen !== generation) return;
+    const trace = {
+      type: "heatmap",
+      z: data.top_probs,
+      x: positionLabels(data.tokens),
+      y: data.stages.map(plotText),
+      text: data.top_tokens.map((row) => row.map(plotText)),
+      texttemplate: "%{text}",
+      hovertemplate: "%{y} at %{x}: %{text} (%{z:.3f})<extra></extra>",
+      zmin: 0,
+      zmax: 1,
+      colorscale: BLUES,
+      colorbar: { title: { text: "top-1 prob" } },
+    };
+    const height = Math.min(180 + 26 * data.stages.length, 800);
+    Plotly.react($("logit-lens"), [trace], plotLayout("Top prediction at each depth", height, {
+      yaxis: { autorange: "reversed", type: "category" },
+      xaxis: { type: "category" },
+    }), PLOT_CONFIG);
+  }
+
+  async function loadAttribution(gen) {
+    const body = { model: state.model, prompt: state.prompt };
+    if (state.answer) body.answer = state.answer;
+    if (state.wrong) body.wrong_answer = state.wrong;
+    const data = await api("attribution", body);
+    if (gen !== generation) return;
+    const what = data.wrong_answer === null ? `logit of ${JSON.stringify(data.answer)}` :
+      `logit of ${JSON.stringify(data.answer)} - logit of ${JSON.stringify(data.wrong_answer)}`;
+    $("dla-summary").textContent = `${what} = ${data.logit_diff.toFixed(3)}`;
+    const heads = data.heads[0].map((_, h) => "H" + h);
+    const z = data.heads.map((row, layer) => (data.mlps ? row.concat([data.mlps[layer]]) : row));
+    const bound = symmetricBound(z);
+    const trace = {
+      type: "heatmap",
+      z: z,
+      x: data.mlps ? heads.concat(["MLP"]) : heads,
+      y: data.heads.map((_, layer) => "L" + layer),
+      zmin: -bound,
+      zmax: bound,
+      colorscale: RDBU,
+      text: z.map((row) => row.map((v) => v.toFixed(2))),
+      texttemplate: "%{text}",
+      hovertemplate: "%{y} %{x}: %{z:.3f}<extra></extra>",
+    };
+    Plotly.react($("dla"), [trace], plotLayout("Direct effect by layer and head: " + what,
+      Math.min(160 + 36 * data.heads.length, 700), { yaxis: { autorange: "reversed" } }), PLOT_CONFIG);
+  }
+
+  async function loadScores(gen) {
+    const data = await api("head_scores", { model: state.model, prompt: state.prompt });
+    if (gen !== generation) return;
+    const kinds = Object.keys(data.scores);
+    const traces = kinds.map((kind, i) => {
+      const z = data.scores[kind];
+      return {
+        type: "heatmap",
+        z: z,
+        x: z[0].map((_, h) => "H" + h),
+        y: z.map((_, layer) => "L" + layer),
+        xaxis: "x" + (i + 1),
+        yaxis: "y" + (i + 1),
+        zmin: 0,
+        zmax: 1,
+        colorscale: BLUES,
+        showscale: i === kinds.length - 1,
+        text: z.map((row) => row.map((v) => (v === null ? "" : v.toFixed(2)))),
+        texttemplate: "%{text}",
+        hovertemplate: "%{y}%{x}: %{z:.3f}<extra>" + plotText(kind) + "</extra>",
+      };
+    });
+    const layout = plotLayout("Head scores on this prompt", Math.min(220 + 36 * data.scores[kinds[0]].length, 700), {
+      grid: { rows: 1, columns: kinds.length, pattern: "independent" },
+      annotations: kinds.map((kind, i) => ({
+        text: plotText(kind),
+        showarrow: false,
+        xref: "x" + (i + 1) + " domain",
+        yref: "y" + (i + 1) + " domain",
+        x: 0.5,
+        y: 1.12,
+      })),
+    });
+    kinds.forEach((_, i) => (layout["yaxis" + (i + 1)] = { autorange: "reversed" }));
+    Plotly.react($("head-scores"), traces, layout, PLOT_CONFIG);
+  }
+
+  async function loadSae(gen) {
+    const data = await api("sae_features", { model: state.model, prompt: state.prompt });
+    if (gen !== generation) return;
+    $("sae-features").replaceChildren(
+      ...data.tokens.map((token, pos) => {
+        const box = el("div", undefined, "feature-token");
+        box.appendChild(el("strong", visible(token)));
+        for (const f of data.features[pos]) {
+          box.appendChild(el("span", `#${f.feature}: ${f.activation.toFixed(2)}`));
+        }
+        return box;
+      }),
+    );
+  }
+
+  // ------------------------------------------------------------------ patching
+  function renderPatching(result) {
+    const resid = {
+      type: "heatmap",
+      z: result.resid_pre,
+      x: positionLabels(result.tokens),
+      y: result.resid_pre.map((_, layer) => "L" + layer),
+      colorscale: RDBU,
+      zmin: -symmetricBound(result.resid_pre),
+      zmax: symmetricBound(result.resid_pre),
+      hovertemplate: "%{y} at %{x}: %{z:.3f}<extra></extra>",
+    };
+    const metric = `${plotText(JSON.stringify(result.answer))} - ${plotText(JSON.stringify(result.wrong_answer))}`;
+    const scale = result.normalised ? " (0 = corrupted, 1 = clean)" : "";
+    Plotly.react($("patching-resid"), [resid], plotLayout(
+      `Patching resid_pre by layer and position: logit diff ${metric}${scale}`,
+      Math.min(200 + 30 * result.resid_pre.length, 700),
+      { yaxis: { autorange: "reversed" }, xaxis: { type: "category" } }), PLOT_CONFIG);
+    const heads = {
+      type: "heatmap",
+      z: result.heads,
+      x: result.heads[0].map((_, h) => "H" + h),
+      y: result.heads.map((_, layer) => "L" + layer),
+      colorscale: RDBU,
+      zmin: -symmetricBound(result.heads),
+      zmax: symmetricBound(result.heads),
+      hovertemplate: "%{y}%{x}: %{z:.3f}<extra></extra>",
+    };
+    Plotly.react($("patching-heads"), [heads], plotLayout(
+      `Patching head outputs (all positions): ${metric}${scale}`,
+      Math.min(200 + 30 * result.heads.length, 700), { yaxis: { autorange: "reversed" } }), PLOT_CONFIG);
+  }
+
+  async function startPatching() {
+    if (!state.prompt || !state.corrupted) return;
+    if (job) await cancelPatching();
+    const body = { model: state.model, prompt: state.prompt, corrupted: state.corrupted };
+    if (state.answer) body.answer = state.answer;
+    if (state.wrong) body.wrong_answer = state.wrong;
+    const status = await api("patching", body);
+    const suffix = TOKEN ? "?token=" + encodeURIComponent(TOKEN) : "";
+    const source = new EventSource(`api/jobs/${status.id}/events${suffix}`);
+    job = { id: status.id, source: source };
+    $("cancel").disabled = false;
+    $("patching-progress").hidden = false;
+    setBusy(1);
+    source.onmessage = (event) => {
+      const update = JSON.parse(event.data);
+      $("patching-progress").max = update.total;
+      $("patching-progress").value = update.done;
+      $("patching-state").textContent = `${update.state}: ${update.done} of ${update.total} steps`;
+      if (update.state === "running") return;
+      source.close();
+      job = null;
+      $("cancel").disabled = true;
+      setBusy(-1);
+      if (update.state === "done") renderPatching(update.result);
+      if (update.state === "error") showError(update.error);
+    };
+    source.onerror = () => {
+      if (job && job.source === source) {
+        source.close();
+        job = null;
+        setBusy(-1);
+        showError("Lost the connection to the patching job.");
+      }
+    };
+  }
+
+  async function cancelPatching() {
+    if (!job) return;
+    const id = job.id;
+    job.source.close();
+    job = null;
+    setBusy(-1);
+    $("cancel").disabled = true;
+    const status = await api(`jobs/${id}`, undefined, "DELETE");
+    $("patching-state").textContent = `cancelled after ${status.done} of ${status.total} steps`;
+  }
+
+  // ------------------------------------------------------------------ actions
+  async function analyse() {
+    clearError();
+    writeHash();
+    if (!state.prompt) return;
+    const gen = ++generation;
+    try {
+      renderTokens(await api("prompt", { model: state.model, prompt: state.prompt }));
+    } catch (error) {
+      if (gen === generation) showError(error);
+      return;
+    }
+    const parts = [loadLayer(gen), loadLens(gen), loadAttribution(gen), loadScores(gen)];
+    if (currentModel().has_sae) parts.push(loadSae(gen));
+    if (state.corrupted) parts.push(startPatching());
+    const results = await Promise.allSettled(parts);
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed && gen === generation) showError(failed.reason);
+  }
+
+  function run(action) {
+    return (event) => {
+      if (event) event.preventDefault();
+      action().catch(showError);
+    };
+  }
+
+  function bind() {
+    $("prompt-form").addEventListener("submit", run(async () => {
+      state.prompt = $("prompt").value;
+      await analyse();
+    }));
+    $("prompt").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey) run(async () => {
+        state.prompt = $("prompt").value;
+        await analyse();
+      })(event);
+    });
+    $("model").addEventListener("change", run(async () => {
+      state.model = $("model").value;
+      fillLayers();
+      await analyse();
+    }));
+    $("layer").addEventListener("change", run(async () => {
+      state.layer = parseInt($("layer").value, 10);
+      writeHash();
+      if (state.prompt) await loadLayer(generation);
+    }));
+    $("dla-form").addEventListener("submit", run(async () => {
+      clearError();
+      state.answer = $("answer").value.trim() ? $("answer").value : "";
+      state.wrong = $("wrong-answer").value.trim() ? $("wrong-answer").value : "";
+      writeHash();
+      await loadAttribution(generation);
+    }));
+    $("patching-form").addEventListener("submit", run(async () => {
+      clearError();
+      state.corrupted = $("corrupted").value;
+      writeHash();
+      await startPatching();
+    }));
+    $("cancel").addEventListener("click", run(cancelPatching));
+  }
+
+  async function start() {
+    document.body.dataset.busy = "0";
+    readHash();
+    bind();
+    try {
+      models = (await api("models")).models;
+    } catch (error) {
+      showError(error);
+      return;
+    }
+    fillModels();
+    $("prompt").value = state.prompt;
+    $("corrupted").value = state.corrupted;
+    $("answer").value = state.answer;
+    $("wrong-answer").value = state.wrong;
+    await analyse();
+    document.body.dataset.ready = "1";
+  }
+
+  start().catch(showError);
+})();
