@@ -9,5 +9,6 @@ Example:
 """
 
 from interp.sae.sae import ARCHITECTURES, SAE, SAEConfig
+from interp.sae.splice import HookedSAETransformer, SAESplicingMixin
 
-__all__ = ["ARCHITECTURES", "SAE", "SAEConfig"]
+__all__ = ["ARCHITECTURES", "SAE", "HookedSAETransformer", "SAEConfig", "SAESplicingMixin"]
