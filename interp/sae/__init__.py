@@ -8,7 +8,16 @@ Example:
     >>> cache[f"{sae.cfg.hook_name}.hook_sae_acts_post"]   # [batch, pos, d_sae]
 """
 
+from interp.sae.formats import SAEFormatError, load_sae
 from interp.sae.sae import ARCHITECTURES, SAE, SAEConfig
 from interp.sae.splice import HookedSAETransformer, SAESplicingMixin
 
-__all__ = ["ARCHITECTURES", "SAE", "HookedSAETransformer", "SAEConfig", "SAESplicingMixin"]
+__all__ = [
+    "ARCHITECTURES",
+    "SAE",
+    "HookedSAETransformer",
+    "SAEConfig",
+    "SAEFormatError",
+    "SAESplicingMixin",
+    "load_sae",
+]
