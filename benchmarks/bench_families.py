@@ -1,0 +1,272 @@
+"""Speed on a Llama-shaped model: interp against Hugging Face and TransformerLens, as ratios.
+
+One run builds random Llama 3-shaped weights (RMSNorm, rotary, grouped-query attention,
+SwiGLU) as Hugging Face's ``LlamaForCausalLM`` (``attn_implementation="sdpa"``) and loads the
+same weights into interp (``from_hf_model``). Side by side, interleaved round by round, it
+prints ratios of best-of-N times (the machine may be shared and noisy), never absolute figures:
+
+- the plain forward (logits), interp against Hugging Face (target <= 1.0);
+- ``run_with_cache`` of every hook against interp's own forward (target <= 1.1);
+- the ``resid_pre`` activation-patching sweep (every layer x position) against
+  TransformerLens 4.x's ``TransformerBridge`` booted offline from the same weights saved to a
+  temporary folder (TransformerLens runs one forward per patch, so this sweep uses a smaller
+  Llama-shaped model and a 16-token prompt pair; its results must agree).
+
+The forward model is 16 layers, d_model 2048, 32 query / 8 key-value heads of 64, d_mlp
+8192, vocab 32000 (Llama 3.2 1B's shape with a smaller vocabulary), on 4 x 256 tokens;
+``--d-mlp`` and ``--layers`` shrink it when memory or time demand (the printed header says
+what ran). On CUDA it also reports the bytes a full cache holds and the peak GPU memory of
+the full-cache run. Everything runs under ``torch.no_grad()``. Usage::
+
+    python benchmarks/bench_families.py                  # fp32, CPU, 2 threads
+    python benchmarks/bench_families.py --device cuda --dtype bfloat16
+    python benchmarks/bench_families.py --smoke          # tiny shapes, seconds (the tests run it)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# TransformerLens boots from a local folder; nothing may reach the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import tempfile  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from bench_model import best_times, cache_bytes, ratio_line, synchronize  # noqa: E402
+from bench_patching import timed  # noqa: E402
+
+import interp  # noqa: E402
+from interp.loading.hf import from_hf_model  # noqa: E402
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    """A Llama-shaped model and the tokens it runs on."""
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_mlp: int
+    d_vocab: int
+    batch: int
+    pos: int
+
+    def describe(self) -> str:
+        return (
+            f"{self.n_layers} layers, d_model {self.d_model}, {self.n_heads} query / "
+            f"{self.n_kv_heads} KV heads of {self.d_model // self.n_heads}, d_mlp {self.d_mlp}, "
+            f"vocab {self.d_vocab}; {self.batch} x {self.pos} tokens"
+        )
+
+
+FORWARD = LlamaShape(16, 2048, 32, 8, 8192, 32000, 4, 256)
+PATCHING = LlamaShape(4, 1024, 16, 4, 4096, 32000, 1, 16)
+SMOKE_FORWARD = LlamaShape(2, 64, 4, 2, 128, 256, 2, 16)
+SMOKE_PATCHING = LlamaShape(2, 64, 4, 2, 128, 256, 1, 6)
+
+
+def build_llama(shape: LlamaShape, device: str, dtype: torch.dtype) -> Any:
+    """Random-weight ``LlamaForCausalLM`` (sdpa attention, Llama 3's rope base) in eval mode."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=shape.d_vocab,
+        hidden_size=shape.d_model,
+        intermediate_size=shape.d_mlp,
+        num_hidden_layers=shape.n_layers,
+        num_attention_heads=shape.n_heads,
+        num_key_value_heads=shape.n_kv_heads,
+        max_position_embeddings=max(2 * shape.pos, 128),
+        rope_theta=500000.0,
+        attn_implementation="sdpa",
+    )
+    return transformers.LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def word_tokenizer(d_vocab: int) -> transformers.PreTrainedTokenizerFast:
+    """A word-level tokenizer (``w0`` ... one word a token) for TransformerLens to boot with."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<bos>", "<eos>"] + [f"w{i}" for i in range(d_vocab - 2)]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>"
+    )
+
+
+def random_tokens(shape: LlamaShape, device: str, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, shape.d_vocab, (shape.batch, shape.pos), generator=generator).to(device)
+
+
+def forward_rows(
+    shape: LlamaShape, device: str, dtype: torch.dtype, repeats: int, say
+) -> list[tuple[str, float, str]]:
+    """Forward against Hugging Face, and a full cache against the forward."""
+    hf = build_llama(shape, device, dtype)
+    ours = from_hf_model(hf, tokenizer=None).eval()
+    tokens = random_tokens(shape, device, seed=1)
+    with torch.no_grad():
+        tolerance = 1e-3 if dtype == torch.float32 else 2e-1
+        gap = (ours(tokens) - hf(tokens, use_cache=False).logits).abs().max().item()
+        _, cache = ours.run_with_cache(tokens)
+        n_cached = len(cache)
+        del cache
+        say(
+            f"  check: max |interp logits - HF logits| {'<=' if gap <= tolerance else '>'} "
+            f"{tolerance:g}; the full cache holds {n_cached} of {len(ours.hook_dict)} hooks"
+        )
+        seconds = best_times(
+            {
+                "hf forward": lambda: hf(tokens, use_cache=False),
+                "interp forward": lambda: ours(tokens),
+                "interp cache all": lambda: ours.run_with_cache(tokens),
+            },
+            repeats,
+            device,
+        )
+        if device.startswith("cuda"):
+            held, peak = cache_bytes(lambda: ours.run_with_cache(tokens), device)
+            say(
+                f"  full cache: {held / 2**30:.2f} GiB held; peak GPU memory of the run above "
+                f"the weights {peak / 2**30:.2f} GiB"
+            )
+    s = seconds
+    return [
+        ("plain forward: interp / HF (sdpa)", s["interp forward"] / s["hf forward"], "<= 1.0"),
+        (
+            "run_with_cache, every hook: interp / interp forward",
+            s["interp cache all"] / s["interp forward"],
+            "<= 1.1",
+        ),
+    ]
+
+
+def patching_rows(
+    shape: LlamaShape, device: str, dtype: torch.dtype, repeats: int, say
+) -> list[tuple[str, float, str]]:
+    """The resid_pre sweep against TransformerLens's on the same weights (empty, with a line
+    saying why, when TransformerLens cannot boot them offline)."""
+    hf = build_llama(shape, device, dtype)
+    ours = from_hf_model(hf, tokenizer=None).eval()
+    with tempfile.TemporaryDirectory() as folder:
+        hf.save_pretrained(folder)
+        word_tokenizer(shape.d_vocab).save_pretrained(folder)
+        del hf
+        try:
+            from transformer_lens.model_bridge import TransformerBridge
+
+            logging.getLogger("transformers").setLevel(logging.ERROR)
+            bridge = TransformerBridge.boot_transformers(folder, device=device, dtype=dtype)
+            bridge.eval()
+        except Exception as error:  # any failure to boot offline is reported, not fatal
+            say(f"  TransformerLens skipped: it could not boot offline ({type(error).__name__})")
+            return []
+    import transformer_lens.patching as tl_patching
+
+    clean = random_tokens(shape, device, seed=2)
+    corrupted = random_tokens(shape, device, seed=3)
+    answers = torch.tensor([[1, 2]], device=device)  # any two tokens: a logit difference
+
+    def tl_metric(logits: torch.Tensor) -> torch.Tensor:
+        last = logits[:, -1].float()
+        return (last.gather(1, answers[:, :1]) - last.gather(1, answers[:, 1:])).mean()
+
+    metric = interp.patching.LogitDiff(answers)
+    with torch.no_grad():
+        _, clean_cache = ours.run_with_cache(clean)
+        _, tl_clean_cache = bridge.run_with_cache(clean)
+        sweeps = {
+            "tl": lambda: tl_patching.get_act_patch_resid_pre(
+                bridge, corrupted, tl_clean_cache, tl_metric
+            ),
+            "interp": lambda: interp.patching.get_act_patch_resid_pre(
+                ours, corrupted, clean_cache, metric, progress=False
+            ),
+        }
+        results, best = {}, {}
+        for _ in range(repeats):  # interleaved rounds, best of each
+            for name, sweep in sweeps.items():
+                synchronize(device)
+                results[name], seconds = timed(sweep, 1)
+                synchronize(device)
+                best[name] = min(best.get(name, float("inf")), seconds[0])
+    ours_result = results["interp"].as_subclass(torch.Tensor).float()
+    gap = (ours_result - results["tl"].float()).abs().max().item()
+    tolerance = 1e-3 if dtype == torch.float32 else 2e-1
+    say(
+        f"  check: resid_pre sweep {tuple(ours_result.shape)} (layer x position) on "
+        f"{shape.describe()}: max |interp - TransformerLens| "
+        f"{'<=' if gap <= tolerance else '>'} {tolerance:g}"
+    )
+    return [
+        (
+            "resid_pre patching sweep: TransformerLens / interp (speed-up)",
+            best["tl"] / best["interp"],
+            "",
+        )
+    ]
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """Build the models, time them; returns the printed lines."""
+    forward_shape = SMOKE_FORWARD if args.smoke else FORWARD
+    overrides = {"n_layers": args.layers, "d_mlp": args.d_mlp}
+    forward_shape = replace(forward_shape, **{k: v for k, v in overrides.items() if v})
+    patching_shape = SMOKE_PATCHING if args.smoke else PATCHING
+    device, dtype = args.device, getattr(torch, args.dtype)
+    repeats = args.repeats if args.repeats is not None else (1 if args.smoke else 5)
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    say(
+        f"interp family benchmark: Llama-shaped, {forward_shape.describe()}, {args.dtype}, "
+        f"{device}, {torch.get_num_threads()} threads, best of {repeats} interleaved rounds, "
+        f"torch {torch.__version__}, transformers {transformers.__version__}"
+    )
+    rows = forward_rows(forward_shape, device, dtype, repeats, say)
+    if not args.skip_patching:
+        rows += patching_rows(patching_shape, device, dtype, repeats, say)
+    say(f"  {'ratio (of best-of-N times; lower is faster)':<72} value  target")
+    for label, value, target in rows:
+        say(ratio_line(label, value, "" if args.smoke else target))
+    if args.smoke:
+        say("  (smoke mode: tiny shapes, so the timings say nothing; targets are not checked)")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--dtype", default="float32", help="float32 (default) or bfloat16")
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, a few seconds")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed rounds (default 5)")
+    parser.add_argument("--layers", type=int, default=None, help="forward model's layers")
+    parser.add_argument("--d-mlp", type=int, default=None, help="forward model's d_mlp")
+    parser.add_argument("--skip-patching", action="store_true", help="no TransformerLens sweep")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda needs a CUDA GPU, and torch.cuda.is_available() is False.")
+    return run(args)
+
+
+if __name__ == "__main__":
+    main()
