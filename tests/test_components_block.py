@@ -34,7 +34,12 @@ from interp.components import (
 )
 from interp.kv_cache import KeyValueCache
 
-torch.set_grad_enabled(False)
+
+@pytest.fixture(autouse=True)
+def no_grad():
+    with torch.no_grad():
+        yield
+
 
 LLAMA = dict(
     n_layers=2, d_model=64, n_ctx=32, n_heads=4, n_key_value_heads=2, d_mlp=96, d_vocab=50,
