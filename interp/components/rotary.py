@@ -42,7 +42,9 @@ def inverse_frequencies(
         >>> inverse_frequencies(4, 10000.0)
         tensor([1.0000, 0.0100])
     """
-    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64).float() / rotary_dim
+    # On the CPU even inside ``torch.device("meta")`` (loaders build models there): the
+    # frequencies are not a parameter, so loading the weights would not replace them.
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device="cpu").float() / rotary_dim
     inv_freq = 1.0 / (float(base) ** exponents)
     if linear_factor != 1.0:
         inv_freq = inv_freq / linear_factor
