@@ -85,8 +85,9 @@ def write_shard(
     stat_tensors = {}
     for hook, hook_stats in stats.items():
         stat_tensors.update(hook_stats.to_tensors(hook))
-    metadata = {"sha256": digest, **{key: str(value) for key, value in info.items()}}
-    write_atomic(out / stats_name(index), save(stat_tensors, metadata=metadata))
+    # One metadata key: safetensors writes several in no fixed order, and the bytes must be.
+    record = json.dumps({"sha256": digest, **info}, sort_keys=True)
+    write_atomic(out / stats_name(index), save(stat_tensors, metadata={"record": record}))
     return digest
 
 
@@ -97,18 +98,12 @@ def complete_shard(out: Path, index: int, verify: bool = True) -> dict[str, Any]
     if not shard.is_file() or not stats_file.is_file():
         return None
     try:
-        metadata = _safetensors_metadata(stats_file)
-    except Exception:
+        record = json.loads(_safetensors_metadata(stats_file)["record"])
+    except Exception:  # not a stats file this code wrote: redo the shard
         return None
-    if "sha256" not in metadata or (verify and metadata["sha256"] != sha256_file(shard)):
+    if verify and record.get("sha256") != sha256_file(shard):
         return None
-    record = {key: int(value) for key, value in metadata.items() if key != "sha256"}
-    return {
-        "file": shard.name,
-        "sha256": metadata["sha256"],
-        "bytes": shard.stat().st_size,
-        **record,
-    }
+    return {"file": shard.name, "bytes": shard.stat().st_size, **record}
 
 
 def _safetensors_metadata(path: Path) -> dict[str, str]:
@@ -151,6 +146,8 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     found = []
     for key in keys:
         a, b = old.get(key), new.get(key)
+        if key == "hooks" and isinstance(a, dict) and isinstance(b, dict) and set(a) != set(b):
+            a, b = list(a), list(b)  # name the hooks, not their shapes
         if isinstance(a, dict) and isinstance(b, dict):
             found += _differences(a, b, f"{prefix}{key}.")
         elif a != b:
