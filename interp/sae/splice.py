@@ -203,7 +203,7 @@ class SAESplicingMixin:
         points = {input_hook, output_hook}
         splice = Splice(sae, bool(use), input_hook, output_hook, {})
         for name in points:
-            original = self.hook_dict[name]
+            original = module_at(self, name)
             splice.originals[name] = original
             set_module_at(self, name, SAEHookPoint(splice, original, name == output_hook))
         self._splices[input_hook] = splice
