@@ -534,6 +534,7 @@ def load_from_hub(
     subfolder: str | None = None,
     device: str | torch.device | None = None,
     revision: str | None = None,
+    cache_dir: str | Path | None = None,
     **overrides: Any,
 ) -> SAE:
     """Fetch ``repo_id``'s ``subfolder`` from the Hugging Face hub (only the cache when it is
@@ -544,6 +545,7 @@ def load_from_hub(
     patterns = [f"{subfolder.strip('/')}/*", f"{subfolder.strip('/')}/checkpoints/*"]
     patterns = patterns if subfolder else None
     kwargs = {"repo_id": repo_id, "revision": revision, "allow_patterns": patterns}
+    kwargs["cache_dir"] = cache_dir
     try:
         root = snapshot_download(**kwargs, local_files_only=True)
         folder = Path(root) / (subfolder or "")
