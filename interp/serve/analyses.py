@@ -186,7 +186,8 @@ class PatchingPlan:
         if n_clean != n_corrupted:
             raise ApiError(
                 422,
-                f"The corrupted prompt is {n_corrupted} tokens and the prompt {n_clean}; "
+                f"The corrupted prompt is {n_corrupted} tokens and the prompt {n_clean}"
+                f"{' (BOS included)' if worker.model.cfg.default_prepend_bos else ''}; "
                 "patching swaps activations position by position, so give them the same "
                 "length in tokens (change words, not the number of words).",
             )

@@ -110,13 +110,14 @@ def create_app(
     """
     workers = Workers(models, saes, max_tokens)
     jobs = Jobs()
-    executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="interp-serve")
+    threads: list[ThreadPoolExecutor] = []  # the request threads, made at start-up
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        threads.append(ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="interp-serve"))
         yield
         jobs.shutdown()
-        executor.shutdown(wait=True)
+        threads.pop().shutdown(wait=True)
 
     api = FastAPI(
         title="interp dashboard",
@@ -129,7 +130,9 @@ def create_app(
     api.state.workers, api.state.jobs = workers, jobs
 
     async def in_worker(function: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(executor, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            threads[0] if threads else None, function, *args
+        )
 
     @api.exception_handler(ApiError)
     async def api_error(_: Request, error: ApiError) -> JSONResponse:

@@ -71,7 +71,7 @@ class Jobs:
         self.max_running, self.keep = max_running, keep
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_running, thread_name_prefix="interp-job")
+        self._executor: ThreadPoolExecutor | None = None  # made by the first job
 
     def start(self, total: int, work: Callable[[Callable[[], None]], dict[str, Any]]) -> Job:
         """Run ``work(step)`` in a job thread; ``step()`` counts progress and stops a
@@ -89,7 +89,9 @@ class Jobs:
             finished = [key for key, j in self._jobs.items() if j.finished]
             for key in finished[: max(0, len(finished) - self.keep)]:
                 del self._jobs[key]
-        self._executor.submit(self._run, job, work)
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.max_running, "interp-job")
+            self._executor.submit(self._run, job, work)
         return job
 
     @staticmethod
@@ -112,7 +114,10 @@ class Jobs:
         return job
 
     def shutdown(self) -> None:
-        """Cancel every running job and wait for their threads."""
+        """Cancel every running job and wait for their threads (a later job starts new ones)."""
         for job in list(self._jobs.values()):
             job.cancel()
-        self._executor.shutdown(wait=True)
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)

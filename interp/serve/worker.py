@@ -106,6 +106,7 @@ class ModelWorker:
         self.name, self.model, self.cache, self.sae = name, model.eval(), cache, sae
         self.max_tokens = min(max_tokens, model.cfg.n_ctx)
         self.lock = threading.Lock()
+        self.forwards = 0  # forward passes run (the rest were served from the cache)
 
     def tokenize(self, prompt: str, what: str = "prompt") -> Int[Tensor, "1 pos"]:
         """The prompt's tokens [1, pos], or a 422 naming the bad characters or the length."""
@@ -135,6 +136,7 @@ class ModelWorker:
             if entry is not None:
                 return entry
             logits, cache = self.model.run_with_cache(tokens)
+            self.forwards += 1
         n_bytes = sum(t.numel() * t.element_size() for t in cache.values())
         entry = ForwardEntry(
             tokens=tokens,
