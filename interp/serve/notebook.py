@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import quote
 
 from interp.model import HookedTransformer
-from interp.serve.app import create_app
 from interp.serve.server import BackgroundServer
 
 
@@ -68,6 +67,8 @@ def dashboard(
         >>> board = interp.viz.dashboard(interp.load_model("attn-only-2l"), prompt="1 2 3 1 2")
         >>> board.stop()
     """
+    from interp.serve.app import create_app  # fastapi loads when a dashboard starts
+
     models = model if isinstance(model, dict) else {model.cfg.model_name: model}
     server = BackgroundServer(create_app(models, **options)).start()
     start_url = server.url

@@ -1,5 +1,6 @@
 """Visualization: offline circuitsvis attention views, plotly helpers and the HTML report."""
 
+from interp.serve.notebook import dashboard
 from interp.viz.activations import token_activations
 from interp.viz.attention import attention_heads, attention_pattern
 from interp.viz.circuitsvis_view import CircuitsVisView
@@ -19,6 +20,7 @@ __all__ = [
     "CircuitsVisView",
     "attention_heads",
     "attention_pattern",
+    "dashboard",
     "head_score_grid",
     "imshow",
     "line",
