@@ -540,7 +540,7 @@ def load_from_hub(
     """Fetch ``repo_id``'s ``subfolder`` from the Hugging Face hub (only the cache when it is
     already there, so it works offline) and load it with ``load_sae``."""
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.utils import LocalEntryNotFoundError
 
     patterns = [f"{subfolder.strip('/')}/*", f"{subfolder.strip('/')}/checkpoints/*"]
     patterns = patterns if subfolder else None
