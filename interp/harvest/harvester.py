@@ -402,7 +402,7 @@ def _run_shard(
         tokens = torch.as_tensor(rows[start : start + batch_size], device=model.device)
         with torch.inference_mode():
             _, cache = model.run_with_cache(tokens, names_filter=hooks, return_type=None)
-            kept_ids = tokens[:, positions].reshape(-1)
+            kept_ids = tokens[:, positions].reshape(-1).to(torch.int32)
             n = kept_ids.shape[0]
             for hook in hooks:
                 vectors = cache[hook][:, positions].reshape(n, -1).to(dtype)
