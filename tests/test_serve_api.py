@@ -174,14 +174,18 @@ def test_the_forward_cache_is_bounded():
     assert len(small) == 2
 
 
-def test_patching_job_equals_the_batched_sweeps(client, models):
+@pytest.mark.parametrize("step_rows, steps", [(32, 4), (5, 12)])  # 24 positions, 1 head
+def test_patching_job_equals_the_batched_sweeps(client, models, monkeypatch, step_rows, steps):
+    from interp.serve import analyses
+
+    monkeypatch.setattr(analyses, "STEP_ROWS", step_rows)
     model = models[ATTN]
     code, started = post(
         client, "patching", model=ATTN, prompt=DEMO_PROMPT, corrupted=DEMO_CORRUPTED
     )
-    assert code == 202 and started["state"] == "running" and started["total"] == 4
+    assert code == 202 and started["state"] == "running" and started["total"] == steps
     status = wait_for(client, started["id"])
-    assert status["state"] == "done" and status["done"] == 4
+    assert status["state"] == "done" and status["done"] == steps
     result = status["result"]
     answer, wrong = model.to_single_token("501"), model.to_single_token("77")
     assert (result["answer"], result["wrong_answer"]) == ("501", "77")
@@ -257,11 +261,13 @@ def test_too_many_running_jobs_are_refused(models):
     from interp.serve.jobs import Jobs
 
     release = threading.Event()
-    jobs = Jobs(max_running=1)
+    jobs = Jobs(threads=1, max_unfinished=2)
     jobs.start(1, lambda step: release.wait(10) and {})
+    waiting = jobs.start(1, lambda step: {})  # queued behind the first
+    assert waiting.state == "running" and waiting.done == 0
     from interp.serve.errors import ApiError
 
-    with pytest.raises(ApiError, match="1 jobs are running") as error:
+    with pytest.raises(ApiError, match="2 jobs are running or waiting") as error:
         jobs.start(1, lambda step: {})
     assert error.value.status == 429
     release.set()

@@ -30,6 +30,7 @@ from interp.viz.report_data import _answer_ids, prompt_head_scores, top_predicti
 
 TOP_K = 10
 SAE_TOP_K = 5
+STEP_ROWS = 32  # patched runs per job step: the model's lock is let go between steps
 
 
 def _rows(values: Tensor) -> list:
@@ -163,8 +164,9 @@ def sae_features(worker: ModelWorker, prompt: str) -> dict[str, Any]:
 
 
 class PatchingPlan:
-    """A patching sweep checked and ready to run step by step (one layer's residual stream,
-    then one layer's heads, per step), so a job can report progress and stop between steps.
+    """A patching sweep checked and ready to run step by step (up to ``STEP_ROWS`` patched
+    runs of one layer's residual stream or heads a step), so a job can report progress, stop
+    between steps, and let other requests use the model.
 
     Example:
         >>> plan = PatchingPlan(worker, "1 2 3 1 2", "1 5 3 1 2", None, None)
@@ -209,7 +211,17 @@ class PatchingPlan:
         self.corrupted_diff = float(
             corrupted_logits[self.answer_id] - corrupted_logits[self.wrong_id]
         )
-        self.total = 2 * worker.model.cfg.n_layers
+        cfg, n_pos = worker.model.cfg, n_clean
+        self.steps = [
+            (layer, kind, rows[start : start + STEP_ROWS])
+            for layer in range(cfg.n_layers)
+            for kind, rows in (
+                ("resid_pre", [(layer, pos) for pos in range(n_pos)]),
+                ("heads", [(layer, head) for head in range(cfg.n_heads)]),
+            )
+            for start in range(0, len(rows), STEP_ROWS)
+        ]
+        self.total = len(self.steps)
 
     def _sweep(self, activation: str, setter: Callable, rows: list[tuple[int, int]]) -> list:
         with self.worker.lock, torch.no_grad():
@@ -230,20 +242,19 @@ class PatchingPlan:
         return _rows(values)
 
     def run(self, step: Callable[[], None]) -> dict[str, Any]:
-        """Every sweep, calling ``step()`` after each (it may raise to stop the run)."""
-        cfg = self.worker.model.cfg
-        n_pos = self.corrupted_tokens.shape[1]
-        resid, heads = [], []
-        for layer in range(cfg.n_layers):
-            resid.append(
-                self._sweep("resid_pre", layer_pos_patch_setter, [(layer, p) for p in range(n_pos)])
-            )
-            step()
-            heads.append(
-                self._sweep(
-                    "z", layer_head_vector_patch_setter, [(layer, h) for h in range(cfg.n_heads)]
-                )
-            )
+        """Every step (each holds the model's lock for one batch of patched runs, so other
+        requests go between), calling ``step()`` after each (it may raise to stop the run)."""
+        n_layers = self.worker.model.cfg.n_layers
+        results = {
+            "resid_pre": [[] for _ in range(n_layers)],
+            "heads": [[] for _ in range(n_layers)],
+        }
+        sweeps = {
+            "resid_pre": ("resid_pre", layer_pos_patch_setter),
+            "heads": ("z", layer_head_vector_patch_setter),
+        }
+        for layer, kind, rows in self.steps:
+            results[kind][layer] += self._sweep(*sweeps[kind], rows)
             step()
         token_str = self.worker.model.tokenizer.token_str
         return {
@@ -254,6 +265,6 @@ class PatchingPlan:
             "clean_logit_diff": self.clean_diff,
             "corrupted_logit_diff": self.corrupted_diff,
             "normalised": abs(self.clean_diff - self.corrupted_diff) > 1e-6,
-            "resid_pre": resid,
-            "heads": heads,
+            "resid_pre": results["resid_pre"],
+            "heads": results["heads"],
         }

@@ -18,7 +18,8 @@ from typing import Any
 
 from interp.serve.errors import ApiError
 
-MAX_RUNNING = 4
+JOB_THREADS = 2
+MAX_UNFINISHED = 32
 KEEP_FINISHED = 64
 
 
@@ -64,11 +65,17 @@ class Job:
 
 
 class Jobs:
-    """The server's jobs: at most ``max_running`` at once (more is a 429), the last
-    ``keep`` finished ones kept for their results."""
+    """The server's jobs: ``threads`` run at once, the others wait their turn (as running, 0
+    steps done); more than ``max_unfinished`` waiting or running is a 429. The last ``keep``
+    finished ones are kept for their results."""
 
-    def __init__(self, max_running: int = MAX_RUNNING, keep: int = KEEP_FINISHED) -> None:
-        self.max_running, self.keep = max_running, keep
+    def __init__(
+        self,
+        threads: int = JOB_THREADS,
+        max_unfinished: int = MAX_UNFINISHED,
+        keep: int = KEEP_FINISHED,
+    ) -> None:
+        self.threads, self.max_unfinished, self.keep = threads, max_unfinished, keep
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None  # made by the first job
@@ -79,18 +86,18 @@ class Jobs:
         job = Job(total)
         with self._lock:
             running = sum(not j.finished for j in self._jobs.values())
-            if running >= self.max_running:
+            if running >= self.max_unfinished:
                 raise ApiError(
                     429,
-                    f"{running} jobs are running (the most this server runs at once); cancel "
-                    "one or wait for it to finish.",
+                    f"{running} jobs are running or waiting (the most this server takes); "
+                    "cancel one or wait for one to finish.",
                 )
             self._jobs[job.id] = job
             finished = [key for key, j in self._jobs.items() if j.finished]
             for key in finished[: max(0, len(finished) - self.keep)]:
                 del self._jobs[key]
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(self.max_running, "interp-job")
+                self._executor = ThreadPoolExecutor(self.threads, "interp-job")
             self._executor.submit(self._run, job, work)
         return job
 

@@ -42,6 +42,7 @@ class ForwardEntry:
     cache: ActivationCache
     n_bytes: int
     derived: dict[str, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class ForwardCache:
@@ -149,10 +150,11 @@ class ModelWorker:
         return entry
 
     def derived(self, entry: ForwardEntry, name: str, compute: Callable[[], T]) -> T:
-        """``compute()`` (which may use the model) once per entry, under the model's lock."""
+        """``compute()`` once per entry, under the entry's lock. It reads the cache and the
+        weights (no forward pass, no hooks), so it needs not wait for the model's lock."""
         if name in entry.derived:
             return entry.derived[name]
-        with self.lock, torch.no_grad():
+        with entry.lock, torch.no_grad():
             if name not in entry.derived:
                 entry.derived[name] = compute()
         return entry.derived[name]
