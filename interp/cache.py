@@ -13,6 +13,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.analysis.labels import neuron_labels
+from interp.components.norms import applied_weight
 from interp.utils import Slice, get_act_name
 from interp.utils.slice import to_python_int
 
@@ -590,7 +591,8 @@ class ActivationCache:
         scale = slice_positions(self[f"blocks.{layer}.{norm_name}.hook_scale"], pos_slice, -2)
         if self.model.cfg.normalization_type in ("LN", "LNPre"):
             output = output - output.mean(dim=-1, keepdim=True)
-        return output * norm.w.detach().to(output) / scale[..., None, :].to(output)
+        weight = applied_weight(norm).detach().to(output)  # w, or Gemma's 1 + w
+        return output * weight / scale[..., None, :].to(output)
 
     def _block_index(self, layer: int) -> int:
         n_layers = self.model.cfg.n_layers
@@ -701,7 +703,7 @@ class ActivationCache:
             raise ValueError(f"Token ids must lie in [0, {d_vocab}); got {tokens.tolist()}.")
         W_U = self.model.W_U.detach()
         directions = W_U[:, tokens.to(W_U.device)].movedim(0, -1)  # [*tokens, d_model]
-        ln_weight = getattr(self.model.ln_final, "w", None)
+        ln_weight = applied_weight(self.model.ln_final)
         if ln_weight is not None:
             directions = directions * ln_weight.detach()
         return directions

@@ -61,6 +61,7 @@ _BOOLS = tuple(
     "use_normalization_before_and_after",
     "use_NTK_by_parts_rope",
     "use_qk_norm",
+    "rmsnorm_uses_offset",
 )
 
 
@@ -101,9 +102,13 @@ class HookedTransformerConfig:
     - ``gated_mlp``: ``(act(x @ W_gate) * (x @ W_in) + b_in) @ W_out + b_out``; ``act_fn`` one
       of ``ACTIVATION_FUNCTIONS`` ("gelu_pytorch_tanh" is "gelu_new", "gelu" is exact).
     - ``parallel_attn_mlp``: attention and MLP both read ``resid_pre`` (GPT-NeoX, GPT-J).
+    - ``rmsnorm_uses_offset`` (TransformerLens 4's name): RMS norms scale by ``1 + w``, as
+      Gemma's, multiplying in float32 and rounding once, as Hugging Face does; ``w`` is the
+      checkpoint's own weight (TransformerLens 2.x folds the 1 into ``w``, which a bf16 or
+      fp16 ``w`` cannot hold as precisely). LayerNorm models have no such norm.
     - ``tie_word_embeddings``: ``W_U`` starts as a copy of ``W_E.T`` (a copy, not shared, as
-      TransformerLens loads tied checkpoints). Gemma's embedding scale and ``(1 + w)`` norm
-      weights are folded into ``W_E`` and ``w`` when its checkpoints load.
+      TransformerLens loads tied checkpoints). Gemma's ``sqrt(d_model)`` embedding scale is
+      folded into ``W_E`` when its checkpoints load, rounded as Hugging Face rounds it.
 
     Example:
         >>> cfg = HookedTransformerConfig(n_layers=2, d_model=64, n_ctx=32, d_head=16, d_vocab=100)
@@ -186,6 +191,7 @@ class HookedTransformerConfig:
     use_yarn_rope: bool = False
     rotary_base_local: int | None = None  # the rotary base of "local" layers (Gemma 3)
     rotary_scaling_factor: float = 1.0  # linear rope scaling: positions / factor
+    rmsnorm_uses_offset: bool = False  # RMS norms scale by 1 + w (Gemma), in float32
     # interp's own: torch's scaled_dot_product_attention when no score/pattern hook is active.
     use_fast_attention: bool = True
     init_range: float = 0.02  # weights ~ N(0, init_range) at initialisation
@@ -307,6 +313,12 @@ class HookedTransformerConfig:
                 "use_normalization_before_and_after=True adds norms after attention and the "
                 "MLP, but normalization_type=None has no norm; set normalization_type (e.g. "
                 "'RMS') or use_normalization_before_and_after=False."
+            )
+        if self.rmsnorm_uses_offset and self.normalization_type in ("LN", "LNPre"):
+            raise ValueError(
+                "rmsnorm_uses_offset=True makes RMS norms scale by 1 + w, but "
+                f"normalization_type={self.normalization_type!r} is a layer norm; set "
+                "normalization_type='RMS' or rmsnorm_uses_offset=False."
             )
         if self.tie_word_embeddings and self.d_vocab_out != self.d_vocab:
             raise ValueError(

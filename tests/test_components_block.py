@@ -30,6 +30,7 @@ from interp.components import (
     RMSNorm,
     RMSNormPre,
     TransformerBlock,
+    applied_weight,
     make_norm,
 )
 from interp.kv_cache import KeyValueCache
@@ -56,6 +57,7 @@ GEMMA2 = dict(
     gated_mlp=True, act_fn="gelu_pytorch_tanh", use_normalization_before_and_after=True,
     attn_scores_soft_cap=5.0, output_logits_soft_cap=3.0, use_local_attn=True, window_size=3,
     attn_types=["local", "global"], attn_scale=12.0, tie_word_embeddings=True, eps=1e-6,
+    rmsnorm_uses_offset=True,
 )  # fmt: skip
 
 
@@ -88,14 +90,31 @@ def test_rms_norm_equals_llama_rms_norm_in_every_dtype(dtype):
     assert torch.equal(ours(x), reference(x))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rms_norm_with_offset_equals_gemma2_rms_norm_in_every_dtype(dtype):
+    """rmsnorm_uses_offset: w starts at 0 (as Hugging Face's), 1 + w is taken in float32 and
+    the product rounded once, so half-precision outputs are Gemma2RMSNorm's bit for bit."""
+    cfg = HookedTransformerConfig(**{**GEMMA2, "dtype": dtype})
+    ours, reference = RMSNorm(cfg), Gemma2RMSNorm(64, eps=1e-6).to(dtype)
+    assert torch.equal(ours.w, reference.weight)  # zeros
+    weight = randn(64, seed=3, dtype=dtype)
+    reference.weight.copy_(weight)
+    ours.w.copy_(weight)
+    x = randn(2, 5, 64, seed=4, dtype=dtype) * 3
+    assert torch.equal(ours(x), reference(x))
+    assert torch.equal(applied_weight(ours), 1 + weight.float())
+
+
 def test_rms_norm_with_folded_gemma_weight_equals_gemma2_rms_norm():
-    cfg = HookedTransformerConfig(**GEMMA2)
+    """TransformerLens 2.x's convention (its state dicts): 1 + w folded into w, no offset."""
+    cfg = HookedTransformerConfig(**{**GEMMA2, "rmsnorm_uses_offset": False})
     ours, reference = RMSNorm(cfg), Gemma2RMSNorm(64, eps=1e-6)
     weight = randn(64, seed=3)
     reference.weight.copy_(weight)
-    ours.w.copy_(1 + weight)  # the Gemma adapter folds (1 + w) at load
+    ours.w.copy_(1 + weight)
     x = randn(2, 5, 64, seed=4)
     torch.testing.assert_close(ours(x), reference(x), atol=1e-6, rtol=1e-6)
+    assert applied_weight(ours) is ours.w
 
 
 def test_rms_norm_hooks_behave_like_layer_norm_hooks():
@@ -268,7 +287,7 @@ def test_gemma2_block_equals_gemma2_decoder_layer():
             "ln2_post": "post_feedforward_layernorm",
         }
         for ours, theirs in norms.items():
-            getattr(block, ours).w.copy_(1 + getattr(reference, theirs).weight)
+            getattr(block, ours).w.copy_(getattr(reference, theirs).weight)
         attn = reference.self_attn
         copy_attention(block.attn, attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight,
                        attn.o_proj)  # fmt: skip

@@ -273,6 +273,11 @@ ROTARY = dict(positional_embedding_type="rotary")
             "normalization_type=None has no norm",
         ),
         (
+            dict(rmsnorm_uses_offset=True),
+            "rmsnorm_uses_offset=True makes RMS norms scale by 1 + w, but normalization_type="
+            "'LN' is a layer norm; set normalization_type='RMS' or rmsnorm_uses_offset=False.",
+        ),
+        (
             dict(tie_word_embeddings=True, d_vocab_out=50),
             "tie_word_embeddings=True makes W_U a copy of W_E.T, but d_vocab_out=50 != "
             "d_vocab=100; set d_vocab_out=-1 or tie_word_embeddings=False.",
@@ -310,6 +315,10 @@ def test_inconsistent_architecture_fields_name_the_fields_and_the_fix(changes, m
         ({"d_vocab": 0}, "d_vocab must be positive, or -1 to take it from the tokenizer; got 0."),
         ({"dtype": "float33"}, "dtype='float33' is not a torch dtype; use e.g. 'float32'"),
         ({"attn_only": "false"}, "attn_only must be True or False, got 'false' (str)."),
+        (
+            {"rmsnorm_uses_offset": 1.0},
+            "rmsnorm_uses_offset must be True or False, got 1.0 (float).",
+        ),
         ({"eps": 0}, "eps must be a positive number, got 0; e.g. eps=1e-5."),
         ({"normalization_type": "RMSNorm"}, "normalization_type='RMSNorm' is not supported; use"),
         ({"act_fn": "solu_ln"}, "act_fn='solu_ln' is not one of"),

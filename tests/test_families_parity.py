@@ -17,6 +17,7 @@ import torch
 import transformers
 
 from interp import HookedTransformer
+from interp.components import applied_weight
 
 VOCAB, N_CTX = 128, 12
 SMALL = dict(
@@ -243,7 +244,7 @@ def test_soft_caps_bite(loaded):
     assert model.cfg.output_logits_soft_cap == logit_cap
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens())
-    residual = cache["ln_final.hook_normalized"] * model.ln_final.w
+    residual = cache["ln_final.hook_normalized"] * applied_weight(model.ln_final)
     assert (residual @ model.W_U + model.b_U).abs().max() > 1.5 * logit_cap
     if score_cap > 0:
         scores = cache["attn_scores", 0]

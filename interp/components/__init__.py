@@ -7,7 +7,14 @@ from interp.components.attention import Attention
 from interp.components.block import OPT_IN_HOOKS, TransformerBlock
 from interp.components.embeddings import Embed, PosEmbed, Unembed
 from interp.components.mlp import MLP
-from interp.components.norms import LayerNorm, LayerNormPre, RMSNorm, RMSNormPre, make_norm
+from interp.components.norms import (
+    LayerNorm,
+    LayerNormPre,
+    RMSNorm,
+    RMSNormPre,
+    applied_weight,
+    make_norm,
+)
 
 __all__ = [
     "ACTIVATIONS",
@@ -23,6 +30,7 @@ __all__ = [
     "TransformerBlock",
     "Unembed",
     "affine",
+    "applied_weight",
     "gelu_fast",
     "make_norm",
 ]

@@ -108,7 +108,9 @@ class RMSNorm(RMSNormPre):
     """TransformerLens's ``RMSNorm`` (Llama's norm): ``RMSNormPre`` times a weight ``w``
     (``[length]``, ``d_model`` by default). ``hook_normalized`` is before the weight; as in
     Hugging Face's ``LlamaRMSNorm`` the normalised input is cast back to the input's dtype
-    before it is multiplied by ``w``. (Gemma's ``1 + w`` is folded into ``w`` at load.)
+    before it is multiplied by ``w``. With ``cfg.rmsnorm_uses_offset`` (Gemma) it scales by
+    ``1 + w`` instead (``w`` starts at 0), multiplying in float32 and casting once, as
+    ``Gemma2RMSNorm``/``Gemma3RMSNorm`` do.
 
     Example:
         >>> RMSNorm(cfg)(x)   # == transformers' LlamaRMSNorm with the same weight
@@ -116,10 +118,27 @@ class RMSNorm(RMSNormPre):
 
     def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
         super().__init__(cfg, length)
-        self.w = nn.Parameter(torch.ones(self.length, dtype=self.cfg.dtype))
+        self.offset = self.cfg.rmsnorm_uses_offset
+        init = torch.zeros if self.offset else torch.ones
+        self.w = nn.Parameter(init(self.length, dtype=self.cfg.dtype))
 
     def forward(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
+        if self.offset:
+            return (self.normalize(x) * (1.0 + self.w.float())).to(x.dtype)
         return self.normalize(x).to(x.dtype) * self.w
+
+
+def applied_weight(norm: nn.Module) -> Float[Tensor, " length"] | None:
+    """The weight a norm multiplies its normalised input by: ``w``, or ``1 + w`` in float32
+    for an RMS norm with ``cfg.rmsnorm_uses_offset`` (Gemma); None for a norm without one.
+
+    Example:
+        >>> applied_weight(model.ln_final)   # what folding ln_final into W_U multiplies by
+    """
+    w = getattr(norm, "w", None)
+    if w is not None and getattr(norm, "offset", False):
+        return 1.0 + w.float()
+    return w
 
 
 def make_norm(

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.components.norms import make_norm
+from interp.components.norms import applied_weight, make_norm
 
 
 def _fold_ln_problem(model: Any) -> str | None:
@@ -129,15 +129,16 @@ def fold_layer_norm(model: Any, center_weights: bool = True) -> None:
 def _fold_into(
     norm: Any, weight: Tensor, bias: Tensor | None, center_weights: bool, d_model_axis: int
 ) -> None:
-    """Fold a norm's weight ``w`` (and bias ``b``, for a layer norm) into a weight reading it
-    along ``d_model_axis`` and its bias: W' = w * W, b' = b + b_norm @ W."""
+    """Fold a norm's weight (``w``, or Gemma's ``1 + w``; and bias ``b``, for a layer norm)
+    into a weight reading it along ``d_model_axis`` and its bias: W' = w * W,
+    b' = b + b_norm @ W."""
     shape = [1] * weight.ndim
     shape[d_model_axis] = -1
     if bias is not None and getattr(norm, "b", None) is not None:
         # [d_model] against [..., d_model, d_out]: sum over d_model
         folded = torch.tensordot(norm.b.float(), weight.float().movedim(d_model_axis, 0), 1)
         bias.copy_(bias.float() + folded)
-    new_weight = norm.w.float().view(shape) * weight.float()
+    new_weight = applied_weight(norm).float().view(shape) * weight.float()
     if center_weights:
         new_weight = new_weight - new_weight.mean(dim=d_model_axis, keepdim=True)
     weight.copy_(new_weight)

@@ -160,11 +160,6 @@ def heads_out(name: str, n_heads: int) -> Convert:
     return lambda tensor: {name: einops.rearrange(tensor, "m (h d) -> h d m", h=n_heads)}
 
 
-def offset_norm(name: str) -> Convert:
-    """Gemma's RMSNorm weight: it scales by ``1 + w``, folded here in float32."""
-    return lambda tensor: {name: tensor.float() + 1.0}
-
-
 def embedding(cfg: HookedTransformerConfig, tied: bool, scale: bool = False) -> Convert:
     """``W_E`` (and ``W_U = W_E.T`` when ``tied``, taken before any scaling).
 

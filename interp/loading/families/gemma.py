@@ -1,7 +1,9 @@
 """Gemma 2 and Gemma 3 (the text model, also inside a ``Gemma3ForConditionalGeneration``).
 
-Both: RMS norms scaling by ``1 + w`` and the embedding scaled by ``sqrt(d_model)`` (folded
-into our weights at load, as TransformerLens does), sandwich norms, GeGLU, GQA, a
+Both: RMS norms scaling by ``1 + w`` (``rmsnorm_uses_offset``: the checkpoint's ``w`` loads
+as it is and the norm adds 1 in float32, as Hugging Face does, so bf16 models round as its
+do), the embedding scaled by ``sqrt(d_model)`` (folded into ``W_E`` at load, as
+TransformerLens does, rounded as Hugging Face rounds it), sandwich norms, GeGLU, GQA, a
 ``head_dim`` of their own, ``attn_scale = sqrt(query_pre_attn_scalar)``, tied embeddings and
 sliding-window layers. Gemma 2 alternates local and global layers (local first) and
 soft-caps scores and logits; Gemma 3 has five local layers to a global one, per-head QK
@@ -76,6 +78,7 @@ def _gemma_config(values: dict[str, Any], sliding: list[bool]) -> dict[str, Any]
         | window_fields(values["sliding_window"], sliding)
         | dict(
             use_normalization_before_and_after=True,
+            rmsnorm_uses_offset=True,
             attn_scale=math.sqrt(scalar),
             attn_scores_soft_cap=soft_cap(values, "attn_logit_softcapping"),
             output_logits_soft_cap=soft_cap(values, "final_logit_softcapping"),

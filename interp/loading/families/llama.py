@@ -20,7 +20,6 @@ from interp.loading.families.base import (
     heads_in,
     heads_out,
     kv_heads,
-    offset_norm,
     positive_int,
     rope_fields,
     rope_parameters,
@@ -101,20 +100,20 @@ def llama_like_table(
     """The tensors of a ``*ForCausalLM`` with Llama's layout (``model.layers.N.self_attn...``).
 
     ``qkv_bias``/``o_bias``: the checkpoint has those biases (else ours are zeros). QK norms
-    and sandwich norms follow ``cfg``. ``gemma``: norms scale by ``1 + w`` and the embedding
-    by ``sqrt(d_model)``, both folded into our weights.
+    and sandwich norms follow ``cfg``. ``gemma``: the embedding is scaled by ``sqrt(d_model)``,
+    folded into ``W_E``; its norm weights load as they are (``cfg.rmsnorm_uses_offset`` makes
+    the norms scale by ``1 + w``).
     """
     m, h, d, mlp = cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp
     n_kv = cfg.n_key_value_heads or h
     grouped = "_" if n_kv != h else ""  # GQA keeps the n_kv heads as _W_K/_W_V
-    norm = offset_norm if gemma else same
     tied = cfg.tie_word_embeddings
     rows = [Row("model.embed_tokens.weight", (cfg.d_vocab, m), embedding(cfg, tied, scale=gemma))]
     for layer in range(cfg.n_layers):
         hf, ours = f"model.layers.{layer}.", f"blocks.{layer}."
         attn, kv_attn = ours + "attn.", f"{ours}attn.{grouped}"
         rows += [
-            Row(hf + "input_layernorm.weight", (m,), norm(ours + "ln1.w")),
+            Row(hf + "input_layernorm.weight", (m,), same(ours + "ln1.w")),
             Row(hf + "self_attn.q_proj.weight", (h * d, m), heads_in(attn + "W_Q", h)),
             Row(hf + "self_attn.k_proj.weight", (n_kv * d, m), heads_in(kv_attn + "W_K", n_kv)),
             Row(hf + "self_attn.v_proj.weight", (n_kv * d, m), heads_in(kv_attn + "W_V", n_kv)),
@@ -138,17 +137,17 @@ def llama_like_table(
             rows.append(zeros(attn + "b_O", (m,)))
         if cfg.use_qk_norm:
             rows += [
-                Row(hf + "self_attn.q_norm.weight", (d,), norm(attn + "q_norm.w")),
-                Row(hf + "self_attn.k_norm.weight", (d,), norm(attn + "k_norm.w")),
+                Row(hf + "self_attn.q_norm.weight", (d,), same(attn + "q_norm.w")),
+                Row(hf + "self_attn.k_norm.weight", (d,), same(attn + "k_norm.w")),
             ]
         if cfg.use_normalization_before_and_after:  # Gemma's names for its four norms
             rows += [
-                Row(hf + "post_attention_layernorm.weight", (m,), norm(ours + "ln1_post.w")),
-                Row(hf + "pre_feedforward_layernorm.weight", (m,), norm(ours + "ln2.w")),
-                Row(hf + "post_feedforward_layernorm.weight", (m,), norm(ours + "ln2_post.w")),
+                Row(hf + "post_attention_layernorm.weight", (m,), same(ours + "ln1_post.w")),
+                Row(hf + "pre_feedforward_layernorm.weight", (m,), same(ours + "ln2.w")),
+                Row(hf + "post_feedforward_layernorm.weight", (m,), same(ours + "ln2_post.w")),
             ]
         else:
-            rows.append(Row(hf + "post_attention_layernorm.weight", (m,), norm(ours + "ln2.w")))
+            rows.append(Row(hf + "post_attention_layernorm.weight", (m,), same(ours + "ln2.w")))
         rows += [
             Row(hf + "mlp.gate_proj.weight", (mlp, m), transposed(ours + "mlp.W_gate")),
             Row(hf + "mlp.up_proj.weight", (mlp, m), transposed(ours + "mlp.W_in")),
@@ -156,7 +155,7 @@ def llama_like_table(
             zeros(ours + "mlp.b_in", (mlp,)),
             zeros(ours + "mlp.b_out", (m,)),
         ]
-    rows.append(Row("model.norm.weight", (m,), norm("ln_final.w")))
+    rows.append(Row("model.norm.weight", (m,), same("ln_final.w")))
     return rows + unembedding_rows(cfg, tied)
 
 
