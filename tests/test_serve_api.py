@@ -456,3 +456,21 @@ def test_the_openapi_schema_documents_every_route(client):
     }
     assert "PatchingRequest" in schema["components"]["schemas"]
     assert client.get("/docs").status_code == 404  # FastAPI's docs page loads a CDN: off
+
+
+def test_sae_features_are_the_strongest_per_token(models):
+    from interp.sae import load_sae
+    from interp.serve.cli import attach_saes
+
+    saes = attach_saes({CHAR: models[CHAR]}, ["shakespeare-char-resid-l1"])
+    sae = saes[CHAR]
+    with TestClient(create_app({CHAR: models[CHAR]}, saes=saes), **LOCAL) as client:
+        assert client.get("/api/models").json()["models"][0]["has_sae"] is True
+        code, body = post(client, "sae_features", model=CHAR, prompt=CHAR_PROMPT)
+    _, cache = models[CHAR].run_with_cache(CHAR_PROMPT)
+    expected = load_sae("shakespeare-char-resid-l1").encode(cache[sae.cfg.hook_name][0])
+    top = expected.topk(5, dim=-1)
+    assert code == 200 and body["hook"] == "blocks.1.hook_resid_post"
+    assert [[f["feature"] for f in row] for row in body["features"]] == top.indices.tolist()
+    values = torch.tensor([[f["activation"] for f in row] for row in body["features"]])
+    torch.testing.assert_close(values, top.values)

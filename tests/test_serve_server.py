@@ -131,7 +131,11 @@ def test_notebook_dashboard_shows_an_iframe_and_stops(model):
     "argv, message",
     [
         (["--model", ATTN, "--model", ATTN], "--model names a model twice"),
-        (["--model", ATTN, "--sae", "x.safetensors"], "--sae"),
+        (["--model", ATTN, "--sae", "no-such-sae"], "--sae 'no-such-sae' cannot be loaded"),
+        (
+            ["--model", ATTN, "--sae", "shakespeare-char-resid-l1"],
+            "is for model 'shakespeare-char', which is not exactly one of the models served",
+        ),
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
         (["--model", ATTN, "--port", "70000"], "--port 70000 is not a port number"),
     ],

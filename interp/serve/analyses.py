@@ -152,7 +152,7 @@ def sae_features(worker: ModelWorker, prompt: str) -> dict[str, Any]:
     hook = sae.cfg.hook_name
 
     def compute():
-        acts = sae.encode(entry.cache[hook][0].to(sae.dtype))  # [pos, d_sae]
+        acts = sae.encode(entry.cache[hook][0].to(sae.dtype), hooked=False)  # [pos, d_sae]
         values, ids = acts.topk(min(SAE_TOP_K, acts.shape[-1]), dim=-1)
         return [
             [{"feature": int(i), "activation": float(v)} for v, i in zip(vs, is_, strict=True)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import secrets
+from typing import Any
 
 import uvicorn
 
@@ -57,6 +58,44 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return serve
 
 
+def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
+    """Each SAE (a shipped name or a folder) by the served model it reads: the one its config
+    names (``model_name``), else the only model served. A ``UsageError`` when it cannot be
+    loaded, matches no model or two, or names a hook the model lacks.
+
+    Example:
+        >>> attach_saes({"shakespeare-char": model}, ["shakespeare-char-resid-l1"])
+    """
+    from interp.cli import UsageError
+    from interp.sae import load_sae
+
+    saes: dict[str, Any] = {}
+    for path in sae_paths:
+        try:
+            sae = load_sae(path)
+        except (ValueError, OSError) as error:
+            raise UsageError(f"--sae {path!r} cannot be loaded: {error}") from error
+        named = [
+            name
+            for name, model in models.items()
+            if sae.cfg.model_name in (name, model.cfg.model_name)
+        ]
+        targets = named or (list(models) if len(models) == 1 else [])
+        if len(targets) != 1:
+            raise UsageError(
+                f"--sae {path!r} is for model {sae.cfg.model_name!r}, which is not exactly one "
+                f"of the models served ({', '.join(models)}); serve that model with --model."
+            )
+        model = models[targets[0]]
+        if sae.cfg.hook_name not in model.hook_dict or targets[0] in saes:
+            raise UsageError(
+                f"--sae {path!r} reads {sae.cfg.hook_name!r}, which {targets[0]} has no hook "
+                "point for (or that model already has an SAE); give one SAE per model."
+            )
+        saes[targets[0]] = sae
+    return saes
+
+
 def run(args: argparse.Namespace) -> None:
     from interp.cli import CommandError, UsageError, load_named_model, terminal_text
     from interp.serve.app import create_app
@@ -69,8 +108,6 @@ def run(args: argparse.Namespace) -> None:
             "--sae needs the interp.sae package, which this installation does not have; "
             "start the server without --sae."
         )
-    if args.sae:
-        raise UsageError("--sae is not supported by this version of interp serve yet.")
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port} is not a port number (0 to 65535).")
     if args.max_tokens < 1:
@@ -80,7 +117,8 @@ def run(args: argparse.Namespace) -> None:
         token = secrets.token_urlsafe(24)
         print(f"--host {terminal_text(args.host)} is not local: requests need this token: {token}")
     models = {name: load_named_model(name) for name in args.model}
-    app = create_app(models, token=token, max_tokens=args.max_tokens)
+    saes = attach_saes(models, args.sae)
+    app = create_app(models, token=token, saes=saes, max_tokens=args.max_tokens)
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as error:
