@@ -42,7 +42,9 @@ def model():
 
 @pytest.fixture(scope="module")
 def windows(model):
-    return text_windows(model, default_text()[: 12 * 40], 40)  # [12, 40]
+    windows = text_windows(model, default_text()[: 12 * 40], 40)
+    assert windows.shape == (12, 40)  # longer than n_ctx: the text is not truncated
+    return windows
 
 
 def test_text_windows_cut_the_text(model):

@@ -45,7 +45,7 @@ def text_windows(
     """
     seq_len = seq_len or model.cfg.n_ctx
     bos = bool(model.cfg.default_prepend_bos) and model.tokenizer.bos_token_id is not None
-    tokens = model.to_tokens(text, prepend_bos=False)[0].cpu()
+    tokens = model.to_tokens(text, prepend_bos=False, truncate=False)[0].cpu()
     width = seq_len - int(bos)
     if width < 1 or len(tokens) < width:
         raise ValueError(
