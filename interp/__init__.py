@@ -20,6 +20,7 @@ from interp.past_key_value_caching import (
     HookedTransformerKeyValueCache,
     HookedTransformerKeyValueCacheEntry,
 )
+from interp.sae.shipped import list_saes, load_sae
 from interp.tokenizers import get_tokenizer
 
 __all__ = [
@@ -38,7 +39,9 @@ __all__ = [
     "head_detector",
     "hook_points",
     "list_models",
+    "list_saes",
     "load_model",
+    "load_sae",
     "past_key_value_caching",
     "patching",
     "utils",

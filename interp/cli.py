@@ -5,6 +5,7 @@
     interp hooks --model NAME_OR_PATH
     interp serve --model NAME_OR_PATH [--model ...] [--port PORT] [--host HOST --token TOKEN]
     interp harvest --model NAME_OR_PATH --data FILE_OR_DIR --hooks NAMES --out DIR [...]
+    interp features --model NAME_OR_PATH --sae NAME_OR_PATH --data FILE --out DIR [...]
 
 Exit codes: 0 success, 1 runtime error (a checkpoint that cannot be loaded, a prompt the
 model cannot take), 2 usage error (bad or missing arguments, an unknown model, a corrupted
@@ -124,10 +125,13 @@ def _report(
     out: Path,
     corrupted: str | None,
     answers: tuple[str | None, str | None],
+    sections: Sequence[str] = (),
 ) -> None:
     from interp.viz.report import summary_text, write_report
 
-    path, analysis = write_report(model, prompt, out, corrupted, answers[0], answers[1])
+    path, analysis = write_report(
+        model, prompt, out, corrupted, answers[0], answers[1], extra_sections=sections
+    )
     print(terminal_text(f"report written to {path.resolve()}"))
     print(terminal_text(summary_text(analysis)))
 
@@ -141,7 +145,12 @@ def run_report(args: argparse.Namespace) -> None:
     model = load_named_model(args.model)
     answers = {"--answer": args.answer, "--wrong-answer": args.wrong_answer}
     check_report_inputs(model, args.prompt, args.corrupted, answers)
-    _report(model, args.prompt, args.out, args.corrupted, tuple(answers.values()))
+    sections = []
+    if args.sae:
+        from interp.sae.cli import report_sections
+
+        sections = report_sections(model, args.prompt, args.sae, args.sae_data)
+    _report(model, args.prompt, args.out, args.corrupted, tuple(answers.values()), sections)
 
 
 def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | None]]:
@@ -246,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the competing token (default: the corrupted prompt's top prediction), e.g. ' John'",
     )
     report.add_argument("--out", required=True, type=_out_file, help="the HTML file to write")
+    from interp.sae.cli import add_report_arguments
+
+    add_report_arguments(report)
     report.set_defaults(run=run_report, parser=report)
 
     hooks = commands.add_parser(
@@ -264,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
     from interp.harvest.cli import add_parser as add_harvest_parser
 
     add_harvest_parser(commands)
+
+    from interp.sae.cli import add_parser as add_features_parser
+
+    add_features_parser(commands)
     return parser
 
 
@@ -277,6 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "report" and (args.answer or args.wrong_answer) and not args.corrupted:
         args.parser.error("--answer and --wrong-answer need --corrupted")
+    if args.command == "report" and args.sae_data and not args.sae:
+        args.parser.error("--sae-data needs --sae")
     try:
         args.run(args)
     except UsageError as error:

@@ -8,8 +8,9 @@ Example:
     >>> cache[f"{sae.cfg.hook_name}.hook_sae_acts_post"]   # [batch, pos, d_sae]
 """
 
-from interp.sae.formats import SAEFormatError, load_sae
+from interp.sae.formats import SAEFormatError
 from interp.sae.sae import ARCHITECTURES, SAE, SAEConfig
+from interp.sae.shipped import list_saes, load_sae  # shipped names, then any folder
 from interp.sae.splice import HookedSAETransformer, SAESplicingMixin
 
 __all__ = [
@@ -19,5 +20,6 @@ __all__ = [
     "SAEConfig",
     "SAEFormatError",
     "SAESplicingMixin",
+    "list_saes",
     "load_sae",
 ]

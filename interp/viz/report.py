@@ -119,7 +119,9 @@ def _patching_section(analysis: PromptAnalysis) -> str:
     )
 
 
-def report_html(analysis: PromptAnalysis, title: str = "interp report") -> str:
+def report_html(
+    analysis: PromptAnalysis, title: str = "interp report", extra_sections: Sequence[str] = ()
+) -> str:
     """The report page for an ``analyse_prompt`` result, as one offline HTML string.
 
     Example:
@@ -145,6 +147,7 @@ def report_html(analysis: PromptAnalysis, title: str = "interp report") -> str:
         + _logit_lens_section(analysis)
         + _head_score_section(analysis)
         + _patching_section(analysis)
+        + "".join(extra_sections)  # trusted markup, e.g. interp.sae.cli.report_sections
     )
     return html_page(title, body, head=circuitsvis_script() + "\n" + plotly_script())
 
@@ -157,6 +160,7 @@ def write_report(
     answer: str | None = None,
     wrong_answer: str | None = None,
     warnings: Sequence[str] = (),
+    extra_sections: Sequence[str] = (),
 ) -> tuple[Path, PromptAnalysis]:
     """Analyse ``prompt`` and write the offline HTML report to ``path``.
 
@@ -172,7 +176,7 @@ def write_report(
     analysis.warnings.extend(warnings)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_html(analysis), encoding="utf-8")
+    path.write_text(report_html(analysis, extra_sections=extra_sections), encoding="utf-8")
     return path, analysis
 
 
