@@ -79,7 +79,7 @@ def feature_acts(
         >>> feature_acts(model, sae, model.to_tokens("ROMEO:"))[0, -1].topk(5)
     """
     hook = sae.cfg.hook_name
-    _, cache = model.run_with_cache(tokens.to(model.device), names_filter=[hook])
+    _, cache = model.run_with_cache(tokens.to(model.device), names_filter=[hook], return_type=None)
     return sae.encode(cache[hook])
 
 

@@ -58,7 +58,7 @@ def hook_activations(
     model: HookedTransformer, tokens: Int[Tensor, "batch pos"], hook_name: str
 ) -> Float[Tensor, "batch_pos d_in"]:
     """The activations at ``hook_name`` on ``tokens``, one row a token (forward stops there)."""
-    _, cache = model.run_with_cache(tokens, names_filter=[hook_name])
+    _, cache = model.run_with_cache(tokens, names_filter=[hook_name], return_type=None)
     return cache[hook_name].flatten(0, -2)
 
 
