@@ -416,6 +416,21 @@ def test_request_bodies_are_bounded(client):
     )
     assert response.status_code == 413
     assert response.json() == {"error": "The request body is over 65536 bytes."}
+
+    def chunked():  # no content-length: counted as it arrives
+        yield b'{"model": "attn-only-2l", "prompt": "'
+        for _ in range(70):
+            yield b"1 " * 500
+        yield b'"}'
+
+    response = client.post(
+        "/api/prompt", content=chunked(), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 413
+    assert response.json() == {"error": "The request body is over 65536 bytes."}
+    pieces = iter([b'{"model": "attn-only-2l", ', b'"prompt": "1"}'])
+    small = client.post("/api/prompt", content=pieces, headers={"content-type": "application/json"})
+    assert small.status_code == 200 and small.json()["tokens"] == ["<|bos|>", "1"]
     assert_serving(client)
 
 

@@ -53,10 +53,6 @@ async def _refuse(send: Any, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class Guard:
     """ASGI middleware: the token or locality check and the body limit (see the module).
 
@@ -121,16 +117,29 @@ class Guard:
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             await _refuse(send, 413, f"The request body is over {self.max_body} bytes.")
             return
-        received = 0
+        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            # A body without a length (chunked): read it here, up to the limit, then replay it.
+            chunks, size, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
+                more = message.get("more_body", False)
+                if size > self.max_body:
+                    await _refuse(send, 413, f"The request body is over {self.max_body} bytes.")
+                    return
+            body, replayed = b"".join(chunks), False
 
-        async def limited_receive() -> dict[str, Any]:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > self.max_body:
-                raise _BodyTooLarge
-            return message
+            async def receive_body() -> dict[str, Any]:
+                nonlocal replayed
+                if replayed:
+                    return await receive()
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
 
+            receive = receive_body
         set_cookie = self.token is not None and self._given_token(scope)[1]
 
         async def send_with_cookie(message: dict[str, Any]) -> None:
@@ -139,7 +148,4 @@ class Guard:
                 message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode())]
             await send(message)
 
-        try:
-            await self.app(scope, limited_receive, send_with_cookie)
-        except _BodyTooLarge:
-            await _refuse(send, 413, f"The request body is over {self.max_body} bytes.")
+        await self.app(scope, receive, send_with_cookie)
