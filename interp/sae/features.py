@@ -206,19 +206,18 @@ def top_activations(
         acts = feature_acts(model, sae, tokens).float().cpu()  # [batch, pos, d_sae]
         batch, n_pos = tokens.shape
         flat = acts.reshape(-1, d_sae)  # [batch * pos, d_sae]
-        active = flat > 0
-        fire_count += active.sum(0)
-        act_sum += flat.double().sum(0)
-        bins = torch.bucketize(flat.clamp(HISTOGRAM_EDGES[0], HISTOGRAM_EDGES[-1]), HISTOGRAM_EDGES)
-        bins = (bins - 1).clamp(0, histogram.shape[1] - 1)
-        feature_ids = torch.arange(d_sae).expand_as(bins)
-        histogram.index_put_(
-            (feature_ids[active], bins[active]), torch.ones(()).long(), accumulate=True
-        )
+        token_ids, feature_ids = (flat > 0).nonzero(as_tuple=True)
+        fire_count += torch.bincount(feature_ids, minlength=d_sae)
+        active_values = flat[token_ids, feature_ids]
+        act_sum.index_add_(0, feature_ids, active_values.double())
+        active_values = active_values.clamp(HISTOGRAM_EDGES[0], HISTOGRAM_EDGES[-1])
+        n_bins = histogram.shape[1]
+        bins = torch.bucketize(active_values, HISTOGRAM_EDGES).sub(1).clamp(0, n_bins - 1)
+        histogram.view(-1).index_add_(0, feature_ids * n_bins + bins, torch.ones_like(bins))
         n_tokens += flat.shape[0]
         # candidates: each feature's k best tokens in this batch, [d_sae, kb]
         kb = min(k, flat.shape[0])
-        batch_values, where = flat.T.topk(kb, dim=-1)
+        batch_values, where = (t.T for t in flat.topk(kb, dim=0))
         rows, cols = where // n_pos, where % n_pos
         batch_context = _window(tokens, rows, cols, offsets, -1)  # [d_sae, kb, ctx]
         where_ctx = rows[..., None] * n_pos + (cols[..., None] + offsets).clamp(0, n_pos - 1)
