@@ -20,6 +20,7 @@ EXPECTED = [
     "03_activation_patching.ipynb",
     "04_logit_lens_and_attribution.ipynb",
     "05_gpt2.ipynb",
+    "06_sparse_autoencoders.ipynb",
     "07_harvesting.ipynb",
 ]
 # A guard against a hung kernel, not a speed test: each notebook takes well under a minute.

@@ -3,6 +3,9 @@ and feature attribution ranks features as exact feature patching does."""
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +90,22 @@ def test_attribution_ranks_features_as_exact_patching(model, sae):
     top_exact = set(exact.abs().topk(10).indices.tolist())
     assert len(top_exact & set(estimate.abs().topk(10).indices.tolist())) >= 7
     assert int(exact.abs().argmax()) == int(estimate.abs().argmax())
+
+
+def test_benchmark_smoke_mode_prints_every_figure():
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sae.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--smoke"], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "spliced features equal the SAE on the plain cache: True" in done.stdout
+    for label in [
+        "spliced forward caching features / plain forward caching the hook",
+        "spliced / plain forward + the same SAE by hand",
+        "run_with_cache_with_saes / plain forward caching the hook",
+        "top_activations, tokens/s",
+        "top_activations / feature_acts alone",
+    ]:
+        row = next((line for line in done.stdout.splitlines() if label in line), None)
+        assert row is not None, f"no row {label!r} in:\n{done.stdout}"
+        assert float(re.search(r"(\d+(\.\d+)?)x?\s*$", row).group(1)) > 0
