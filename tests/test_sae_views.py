@@ -78,8 +78,13 @@ def test_write_feature_pages(gpt2_tiny, hostile, tmp_path):
     sae, stats, _ = hostile
     pages = write_feature_pages(gpt2_tiny, sae, stats, tmp_path, n_features=3, prompts=[XSS_IMG])
     names = sorted(p.name for p in pages)
-    expected = [f"feature_{f}.html" for f in stats.most_active(3)]
+    _, shown = prompt_view(gpt2_tiny, sae, XSS_IMG)
+    features = {*stats.most_active(3), *shown}
+    assert len(features) > 3
+    expected = [f"feature_{f}.html" for f in features]
     assert names == sorted(["index.html", "prompt_0.html", *expected])
+    prompt_page = (tmp_path / "prompt_0.html").read_text()
+    assert set(re.findall(r"href='(feature_\d+\.html)'", prompt_page)) <= set(expected)
     assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
     index = (tmp_path / "index.html").read_text()
     assert all(f"href='{name}'" in index for name in expected)
@@ -98,7 +103,9 @@ def test_interp_features_command(tmp_path, capsys):
     )  # fmt: skip
     assert code == 0
     assert "pages written" in capsys.readouterr().out
-    assert len(list(out.glob("feature_*.html"))) == 4 and (out / "prompt_0.html").exists()
+    linked = re.findall(r"href='(feature_\d+\.html)'", (out / "prompt_0.html").read_text())
+    assert len(linked) >= 6 and all((out / name).exists() for name in linked)
+    assert len(list(out.glob("feature_*.html"))) >= 4
 
 
 @pytest.mark.parametrize(

@@ -197,13 +197,13 @@ def prompt_view(
     return table, sorted(shown, key=shown.get, reverse=True)
 
 
-def prompt_page_html(model: Any, sae: SAE, prompt: str, n_features: int = 5) -> str:
-    """A page with ``prompt_view``'s table (links to ``feature_<f>.html``).
+def prompt_page_html(sae: SAE, table: str) -> str:
+    """A page around ``prompt_view``'s table (whose links go to ``feature_<f>.html``).
 
     Example:
-        >>> Path("prompt.html").write_text(prompt_page_html(model, sae, "ROMEO:"))
+        >>> table, features = prompt_view(model, sae, "ROMEO:")
+        >>> Path("prompt.html").write_text(prompt_page_html(sae, table))
     """
-    table, _ = prompt_view(model, sae, prompt, n_features)
     body = (
         f"<h1>Features of {escape_text(sae.cfg.hook_name)} on a prompt</h1>"
         f"<p><a href='index.html'>all features</a></p>{table}"
@@ -221,8 +221,9 @@ def write_feature_pages(
     prompts: Sequence[str] = (),
 ) -> list[Path]:
     """Write ``feature_<f>.html`` for ``features`` (default: the ``n_features`` with the
-    largest top activation), ``prompt_<i>.html`` for each prompt, ``index.html`` and one
-    ``plotly.min.js`` they share, into folder ``out``; returns the pages.
+    largest top activation) and for every feature the prompt views show, ``prompt_<i>.html``
+    for each prompt, ``index.html`` and one ``plotly.min.js`` they share, into folder
+    ``out``; returns the pages.
 
     Example:
         >>> pages = write_feature_pages(model, sae, stats, "features/", n_features=20)
@@ -235,6 +236,9 @@ def write_feature_pages(
     bad = [f for f in features if not 0 <= f < sae.cfg.d_sae]
     if bad:
         raise ValueError(f"Features {bad} are outside 0..{sae.cfg.d_sae - 1} (d_sae).")
+    views = [prompt_view(model, sae, prompt) for prompt in prompts]
+    for _, shown in views:  # every feature a prompt view links to gets its page
+        features += [f for f in shown if f not in features]
     from plotly.offline import get_plotlyjs
 
     (out / "plotly.min.js").write_text(get_plotlyjs(), encoding="utf-8")
@@ -246,9 +250,9 @@ def write_feature_pages(
         page.write_text(html, encoding="utf-8")
         pages.append(page)
     prompt_links = []
-    for i, prompt in enumerate(prompts):
+    for i, (prompt, (table, _)) in enumerate(zip(prompts, views, strict=True)):
         page = out / f"prompt_{i}.html"
-        page.write_text(prompt_page_html(model, sae, prompt), encoding="utf-8")
+        page.write_text(prompt_page_html(sae, table), encoding="utf-8")
         pages.append(page)
         prompt_links.append(f"<li><a href='{page.name}'>{escape_text(repr(prompt))}</a></li>")
     rows = "".join(
