@@ -15,6 +15,8 @@ import gzip
 from pathlib import Path
 from typing import Any
 
+MAX_REPORT_CARDS = 30  # feature cards in a report: the prompt's strongest features
+
 
 def _positive(value: str) -> int:
     number = int(value)
@@ -129,7 +131,8 @@ def run(args: argparse.Namespace) -> None:
 
 
 def report_sections(model: Any, prompt: str, sae_name: str, data: str | None) -> list[str]:
-    """The report's SAE section: the prompt view, linking to a card for each feature shown.
+    """The report's SAE section: the prompt view, linking to a card for each of its
+    ``MAX_REPORT_CARDS`` strongest features.
 
     Example:
         >>> report_sections(model, "ROMEO:", "shakespeare-char-resid-l1", None)
@@ -139,17 +142,21 @@ def report_sections(model: Any, prompt: str, sae_name: str, data: str | None) ->
     from interp.viz.html import escape_text
 
     sae = load_checked_sae(model, sae_name)
-    table, features = prompt_view(model, sae, prompt, link=lambda f: f"#sae-feature-{f}")
+    _, features = prompt_view(model, sae, prompt, link=lambda f: None)
+    carded = features[:MAX_REPORT_CARDS]  # the strongest; the others are shown unlinked
+    table, _ = prompt_view(
+        model, sae, prompt, link=lambda f: f"#sae-feature-{f}" if f in carded else None
+    )
     windows = text_windows(model, read_text(data), None) if data else model.to_tokens(prompt)
     stats = top_activations(model, sae, windows, k=10)
     weights = feature_logit_weights(model, sae)
     source = f"the text in {escape_text(data)}" if data else "this prompt only (add --sae-data)"
     cards = "".join(
-        feature_section(model, sae, stats, f, weights, anchor=f"sae-feature-{f}")
-        for f in features[:20]
+        feature_section(model, sae, stats, f, weights, anchor=f"sae-feature-{f}") for f in carded
     )
     return [
         f"{FEATURE_STYLE}<section id='sae'><h2>SAE features</h2>"
-        f"<p>{escape_text(repr(sae))}: the strongest features on each token; each links to "
-        f"its card below, whose top contexts come from {source}.</p>{table}{cards}</section>"
+        f"<p>{escape_text(repr(sae))}: the strongest features on each token; the "
+        f"{len(carded)} strongest link to their cards below, whose top contexts come from "
+        f"{source}.</p>{table}{cards}</section>"
     ]
