@@ -161,3 +161,17 @@ def test_feature_page_renders_in_chromium(tmp_path):
         if page.name.startswith("feature_"):
             assert body.count('class="main-svg"') >= 1  # the histogram was drawn
             assert body.count('<div class="ctx">') == 8
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
+def test_report_with_sae_renders_in_chromium(tmp_path):
+    from interp.sae.cli import report_sections
+    from interp.viz.report import write_report
+
+    model = interp.load_model("shakespeare-char")
+    sections = report_sections(model, "ROMEO:\nWhat say", SHIPPED, None)
+    path, _ = write_report(model, "ROMEO:\nWhat say", tmp_path / "r.html", extra_sections=sections)
+    html_tag, body = render_dom(path)
+    assert_clean(html_tag)
+    assert 'id="sae"' in body and body.count('class="feature"') > 5
