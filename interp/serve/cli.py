@@ -60,8 +60,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
     """Each SAE (a shipped name or a folder) by the served model it reads: the one its config
-    names (``model_name``), else the only model served. A ``UsageError`` when it cannot be
-    loaded, matches no model or two, or names a hook the model lacks.
+    names (``model_name``), or the only model served when it names none. A ``UsageError``
+    when it cannot be loaded, matches no model or two, or names a hook the model lacks.
 
     Example:
         >>> attach_saes({"shakespeare-char": model}, ["shakespeare-char-resid-l1"])
@@ -80,7 +80,8 @@ def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
             for name, model in models.items()
             if sae.cfg.model_name in (name, model.cfg.model_name)
         ]
-        targets = named or (list(models) if len(models) == 1 else [])
+        unnamed = sae.cfg.model_name is None and len(models) == 1
+        targets = list(models) if unnamed else named
         if len(targets) != 1:
             raise UsageError(
                 f"--sae {path!r} is for model {sae.cfg.model_name!r}, which is not exactly one "
