@@ -22,6 +22,7 @@ EXPECTED = [
     "05_gpt2.ipynb",
     "06_sparse_autoencoders.ipynb",
     "07_harvesting.ipynb",
+    "08_dashboard.ipynb",
 ]
 # A guard against a hung kernel, not a speed test: each notebook takes well under a minute.
 NOTEBOOK_TIMEOUT_S = 300
