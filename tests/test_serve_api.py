@@ -489,3 +489,43 @@ def test_sae_features_are_the_strongest_per_token(models):
     assert [[f["feature"] for f in row] for row in body["features"]] == top.indices.tolist()
     values = torch.tensor([[f["activation"] for f in row] for row in body["features"]])
     torch.testing.assert_close(values, top.values)
+
+
+def test_sae_feature_page_shows_top_logits_and_prompt_activations(models):
+    import html
+
+    from interp.sae.features import top_logits
+    from interp.serve.cli import attach_saes
+
+    saes = attach_saes({CHAR: models[CHAR]}, ["shakespeare-char-resid-l1"])
+    sae = saes[CHAR]
+    hostile = "ROMEO' &lt;b"  # of HTML's special characters, the char model has ' and &
+    with TestClient(create_app({CHAR: models[CHAR]}, saes=saes), **LOCAL) as client:
+        page = client.get(f"/sae/{CHAR}/feature/7", params={"prompt": hostile})
+        bare = client.get(f"/sae/{CHAR}/feature/7")
+        out_of_range = client.get(f"/sae/{CHAR}/feature/{sae.cfg.d_sae}")
+        negative = client.get(f"/sae/{CHAR}/feature/-1")
+        too_long = client.get(f"/sae/{CHAR}/feature/7", params={"prompt": "a" * 4001})
+    assert page.status_code == 200 and bare.status_code == 200
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+    logits = top_logits(models[CHAR], sae, 7)
+    for kind in ("promoted", "suppressed"):
+        for token, weight in logits[kind]:
+            cell = f"<td class='tok'>{html.escape(repr(token))}</td><td>{weight:+.3f}</td>"
+            assert cell in page.text and cell in bare.text
+    assert ">&amp;</span>" in page.text and ">&#x27;</span>" in page.text
+    assert ">&</span>" not in page.text and ">'</span>" not in page.text
+    assert "On the prompt" in page.text and "On the prompt" not in bare.text
+    message = f"Feature {sae.cfg.d_sae} is out of range: {CHAR}'s SAE has features 0 to "
+    assert out_of_range.status_code == 422
+    assert out_of_range.json() == {"error": message + f"{sae.cfg.d_sae - 1}."}
+    assert negative.status_code == 422 and "Feature -1 is out of range" in negative.json()["error"]
+    assert too_long.status_code == 422 and "prompt" in too_long.json()["error"]
+
+
+def test_sae_feature_page_without_an_sae_is_a_404(client):
+    response = client.get(f"/sae/{CHAR}/feature/0")
+    assert response.status_code == 404
+    assert response.json() == {
+        "error": f"No SAE is loaded for {CHAR}; start the server with --sae PATH."
+    }

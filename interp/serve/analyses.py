@@ -26,10 +26,12 @@ from interp.patching import (
 )
 from interp.serve.errors import ApiError
 from interp.serve.worker import ModelWorker
+from interp.viz.html import escape_text, html_page
 from interp.viz.report_data import _answer_ids, prompt_head_scores, top_predictions_by_stage
 
 TOP_K = 10
 SAE_TOP_K = 5
+SAE_LOGITS = 10  # promoted and suppressed tokens on a feature page
 STEP_ROWS = 32  # patched runs per job step: the model's lock is let go between steps
 
 
@@ -143,12 +145,8 @@ def scores(worker: ModelWorker, prompt: str) -> dict[str, Any]:
 
 def sae_features(worker: ModelWorker, prompt: str) -> dict[str, Any]:
     """The strongest SAE features at each position (needs an SAE loaded with ``--sae``)."""
-    if worker.sae is None:
-        raise ApiError(
-            404, f"No SAE is loaded for {worker.name}; start the server with --sae PATH."
-        )
+    sae = _sae(worker)
     entry = worker.forward(prompt)
-    sae = worker.sae
     hook = sae.cfg.hook_name
 
     def compute():
@@ -161,6 +159,53 @@ def sae_features(worker: ModelWorker, prompt: str) -> dict[str, Any]:
 
     features = worker.derived(entry, "sae_features", compute)
     return {"model": worker.name, "tokens": entry.str_tokens, "hook": hook, "features": features}
+
+
+def _sae(worker: ModelWorker) -> Any:
+    if worker.sae is None:
+        raise ApiError(
+            404, f"No SAE is loaded for {worker.name}; start the server with --sae PATH."
+        )
+    return worker.sae
+
+
+def sae_feature_page(worker: ModelWorker, feature: int, prompt: str | None) -> str:
+    """One SAE feature's page (HTML, every string escaped, no script): the tokens it promotes
+    and suppresses (``top_logits``) and, given a prompt, its activation on each token."""
+    from interp.sae.features import top_logits  # only with --sae, which needs interp.sae
+    from interp.sae.views import FEATURE_STYLE, _coloured, _logit_table
+
+    sae = _sae(worker)
+    if not 0 <= feature < sae.cfg.d_sae:
+        raise ApiError(
+            422,
+            f"Feature {feature} is out of range: {worker.name}'s SAE has features 0 to "
+            f"{sae.cfg.d_sae - 1}.",
+        )
+    with torch.no_grad():
+        logits = top_logits(worker.model, sae, feature, min(SAE_LOGITS, worker.model.cfg.d_vocab))
+    name = f"{sae.cfg.hook_name} feature {feature}"
+    on_prompt = ""
+    if prompt is not None:
+        entry = worker.forward(prompt)
+        with torch.no_grad():
+            acts = sae.encode(entry.cache[sae.cfg.hook_name][0].to(sae.dtype), hooked=False)
+        values = acts[:, feature].float().tolist()  # [pos]
+        peak = max(values)
+        top = values.index(peak) if peak > 0 else None
+        on_prompt = (
+            "<h3>On the prompt</h3><p class='note'>The feature's activation on each token "
+            f"(hover for the value; ↵ is a newline); max {peak:.3f}.</p><div class='ctx'>"
+            f"{_coloured(entry.str_tokens, values, top, peak)}</div>"
+        )
+    body = (
+        f"<section class='feature'><h2>{escape_text(name)}</h2>"
+        f"<p class='note'>Model {escape_text(worker.name)}.</p>{on_prompt}"
+        "<h3>Logit weights</h3><p class='note'>The tokens this feature's decoder direction "
+        "promotes and suppresses directly (through the final layer norm's weight and the "
+        f"unembedding).</p>{_logit_table(logits)}</section>"
+    )
+    return html_page(name, body, head=FEATURE_STYLE)
 
 
 class PatchingPlan:

@@ -12,6 +12,7 @@ scripts from a CDN).
     POST /api/attribution          direct logit attribution by layer and head
     POST /api/head_scores          previous-token, duplicate-token and induction scores
     POST /api/sae_features         the strongest SAE features per token (with --sae)
+    GET  /sae/{model}/feature/{f}  one SAE feature's page (?prompt= adds its activations)
     POST /api/patching             start a patching job (202, its id)
     GET  /api/jobs/{id}            a job's progress and, when done, its result
     GET  /api/jobs/{id}/events     the same as a server-sent event stream
@@ -33,7 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
@@ -43,6 +44,7 @@ from interp.serve.auth import MAX_BODY, Guard
 from interp.serve.errors import ApiError
 from interp.serve.jobs import Jobs
 from interp.serve.schemas import (
+    MAX_PROMPT_CHARS,
     AttentionRequest,
     AttentionResponse,
     AttributionRequest,
@@ -214,6 +216,15 @@ def create_app(
     async def sae_features(body: PromptRequest) -> dict[str, Any]:
         """The strongest features of the model's SAE at each position."""
         return await in_worker(analyses.sae_features, workers[body.model], body.prompt)
+
+    @api.get("/sae/{model}/feature/{feature}", include_in_schema=False)
+    async def sae_feature_page(
+        model: str,
+        feature: int,
+        prompt: str | None = Query(default=None, min_length=1, max_length=MAX_PROMPT_CHARS),
+    ) -> Response:
+        html = await in_worker(analyses.sae_feature_page, workers[model], feature, prompt)
+        return Response(html, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
 
     @api.post("/api/patching", status_code=202, response_model=JobStatus)
     async def patching(body: PatchingRequest) -> dict[str, Any]:

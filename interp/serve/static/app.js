@@ -328,7 +328,13 @@
         const box = el("div", undefined, "feature-token");
         box.appendChild(el("strong", visible(token)));
         for (const f of data.features[pos]) {
-          box.appendChild(el("span", `#${f.feature}: ${f.activation.toFixed(2)}`));
+          const link = document.createElement("a");
+          link.href =
+            `/sae/${encodeURIComponent(state.model)}/feature/${encodeURIComponent(f.feature)}` +
+            `?prompt=${encodeURIComponent(state.prompt)}`;
+          link.textContent = `#${f.feature}: ${f.activation.toFixed(2)}`;
+          link.title = "this feature's page: its logit weights and activations on the prompt";
+          box.appendChild(link);
         }
         return box;
       }),
