@@ -376,9 +376,14 @@ def lr_at(step: int, recipe: Recipe) -> float:
 
 
 def make_optimizer(model: HookedTransformer, recipe: Recipe) -> torch.optim.AdamW:
-    """AdamW with weight decay on the weight matrices (``W_*``) only, as in nanoGPT."""
-    matrices = [p for name, p in model.named_parameters() if name.split(".")[-1].startswith("W_")]
-    others = [p for name, p in model.named_parameters() if not name.split(".")[-1].startswith("W_")]
+    """AdamW with weight decay on the weight matrices (``W_*``, and grouped-query attention's
+    stored ``_W_K``/``_W_V``) only, as in nanoGPT."""
+
+    def is_matrix(name: str) -> bool:
+        return name.split(".")[-1].lstrip("_").startswith("W_")
+
+    matrices = [p for name, p in model.named_parameters() if is_matrix(name)]
+    others = [p for name, p in model.named_parameters() if not is_matrix(name)]
     groups = [
         {"params": matrices, "weight_decay": recipe.weight_decay},
         {"params": others, "weight_decay": 0.0},

@@ -16,6 +16,7 @@ from interp.train import (
     induction_figures,
     lr_at,
     main,
+    make_optimizer,
     split_text,
     text_batch,
     text_loss,
@@ -197,3 +198,29 @@ def test_bad_recipe_and_text_for_token_recipe_are_refused():
         train("shakespeare", steps=1, progress=False)
     with pytest.raises(ValueError, match="drop --text"):
         train("attn-only-2l", text="abc", steps=1, progress=False)
+
+
+def test_weight_decay_reaches_grouped_query_attention_matrices():
+    cfg = HookedTransformerConfig(
+        n_layers=1,
+        d_model=32,
+        n_heads=4,
+        n_key_value_heads=2,
+        d_vocab=50,
+        n_ctx=16,
+        normalization_type="RMS",
+        positional_embedding_type="rotary",
+        gated_mlp=True,
+        act_fn="silu",
+    )
+    model = HookedTransformer(cfg)
+    decayed, plain = make_optimizer(model, RECIPES["shakespeare-char"]).param_groups
+    decayed_ids = {id(p) for p in decayed["params"]}
+    attn = model.blocks[0].attn
+    assert {
+        id(attn._W_K),
+        id(attn._W_V),
+        id(attn.W_Q),
+        id(model.blocks[0].mlp.W_gate),
+    } <= decayed_ids
+    assert id(model.blocks[0].ln1.w) in {id(p) for p in plain["params"]}
