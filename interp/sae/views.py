@@ -38,7 +38,10 @@ def visible(token: str) -> str:
     return token.replace("\n", "↵").replace("\t", "⇥")
 
 
-def _coloured(tokens: Sequence[str], acts: Sequence[float], top: int | None, peak: float) -> str:
+def coloured_tokens_html(
+    tokens: Sequence[str], acts: Sequence[float], top: int | None, peak: float
+) -> str:
+    """Tokens as escaped spans shaded by activation (``peak`` is full colour); ``top`` marked."""
     spans = []
     for i, (token, act) in enumerate(zip(tokens, acts, strict=True)):
         alpha = 0.0 if peak <= 0 else max(0.0, min(1.0, act / peak))
@@ -51,7 +54,8 @@ def _coloured(tokens: Sequence[str], acts: Sequence[float], top: int | None, pea
     return "".join(spans)
 
 
-def _logit_table(logits: dict[str, list[tuple[str, float]]]) -> str:
+def logit_table_html(logits: dict[str, list[tuple[str, float]]]) -> str:
+    """The promoted and suppressed tokens side by side as an escaped HTML table."""
     rows = "".join(
         "<tr>"
         f"<td class='tok'>{escape_text(repr(up))}</td><td>{up_value:+.3f}</td>"
@@ -103,7 +107,7 @@ def feature_section(
     peak = contexts[0]["value"] if contexts else 0.0
     rows = "".join(
         f"<div class='ctx'><span class='value'>{c['value']:.3f}</span>"
-        f"{_coloured(c['tokens'], c['acts'], c['index'], peak)}</div>"
+        f"{coloured_tokens_html(c['tokens'], c['acts'], c['index'], peak)}</div>"
         for c in contexts
     )
     if not rows:
@@ -122,7 +126,7 @@ def feature_section(
         f"token (hover for the value; ↵ is a newline).</p>{rows}"
         "<h3>Logit weights</h3><p class='note'>The tokens this feature's decoder direction "
         "promotes and suppresses directly (through the final layer norm's weight and the "
-        f"unembedding).</p>{_logit_table(logits)}{figure}</section>"
+        f"unembedding).</p>{logit_table_html(logits)}{figure}</section>"
     )
 
 

@@ -27,7 +27,7 @@ from interp.patching import (
 from interp.serve.errors import ApiError
 from interp.serve.worker import ModelWorker
 from interp.viz.html import escape_text, html_page
-from interp.viz.report_data import _answer_ids, prompt_head_scores, top_predictions_by_stage
+from interp.viz.report_data import answer_ids, prompt_head_scores, top_predictions_by_stage
 
 TOP_K = 10
 SAE_TOP_K = 5
@@ -173,7 +173,7 @@ def sae_feature_page(worker: ModelWorker, feature: int, prompt: str | None) -> s
     """One SAE feature's page (HTML, every string escaped, no script): the tokens it promotes
     and suppresses (``top_logits``) and, given a prompt, its activation on each token."""
     from interp.sae.features import top_logits  # only with --sae, which needs interp.sae
-    from interp.sae.views import FEATURE_STYLE, _coloured, _logit_table
+    from interp.sae.views import FEATURE_STYLE, coloured_tokens_html, logit_table_html
 
     sae = _sae(worker)
     if not 0 <= feature < sae.cfg.d_sae:
@@ -196,14 +196,14 @@ def sae_feature_page(worker: ModelWorker, feature: int, prompt: str | None) -> s
         on_prompt = (
             "<h3>On the prompt</h3><p class='note'>The feature's activation on each token "
             f"(hover for the value; ↵ is a newline); max {peak:.3f}.</p><div class='ctx'>"
-            f"{_coloured(entry.str_tokens, values, top, peak)}</div>"
+            f"{coloured_tokens_html(entry.str_tokens, values, top, peak)}</div>"
         )
     body = (
         f"<section class='feature'><h2>{escape_text(name)}</h2>"
         f"<p class='note'>Model {escape_text(worker.name)}.</p>{on_prompt}"
         "<h3>Logit weights</h3><p class='note'>The tokens this feature's decoder direction "
         "promotes and suppresses directly (through the final layer norm's weight and the "
-        f"unembedding).</p>{_logit_table(logits)}</section>"
+        f"unembedding).</p>{logit_table_html(logits)}</section>"
     )
     return html_page(name, body, head=FEATURE_STYLE)
 
@@ -245,7 +245,7 @@ class PatchingPlan:
         with worker.lock, torch.no_grad():
             corrupted_logits = worker.model(self.corrupted_tokens)[0, -1].float().cpu()
         try:
-            self.answer_id, self.wrong_id = _answer_ids(
+            self.answer_id, self.wrong_id = answer_ids(
                 worker.model, self.entry.last_logits, corrupted_logits, answer, wrong_answer
             )
         except ValueError as error:

@@ -91,7 +91,7 @@ def top_predictions_by_stage(lens: LogitLens) -> tuple[Float[Tensor, "n_stages p
     return probs, [[lens.tokenizer.token_str(i) for i in row] for row in ids]
 
 
-def _answer_ids(
+def answer_ids(
     model: HookedTransformer,
     clean_logits: Float[Tensor, " d_vocab"],
     corrupted_logits: Float[Tensor, " d_vocab"],
@@ -182,7 +182,7 @@ def _patching(
         )
     with torch.no_grad():
         corrupted_logits = model(corrupted_tokens)
-    answer_id, wrong_id = _answer_ids(
+    answer_id, wrong_id = answer_ids(
         model, clean_logits[0, -1], corrupted_logits[0, -1], answer, wrong_answer
     )
 
