@@ -113,7 +113,8 @@ def best_times(
     """The best of ``repeats`` wall times of each contender, after one warm-up call each.
 
     Rounds are interleaved (every contender once per round), so a slow spell of a shared
-    machine hits all contenders alike rather than one of them.
+    machine hits all contenders alike rather than one of them. A call is timed until it
+    returns; what it returned is released after the clock stops.
     """
     for run in contenders.values():
         run()
@@ -122,9 +123,10 @@ def best_times(
         for name, run in contenders.items():
             synchronize(device)
             start = time.perf_counter()
-            run()
+            result = run()
             synchronize(device)
             times[name].append(time.perf_counter() - start)
+            del result
         print(f"  (timed round {round_index + 1} of {repeats})", file=sys.stderr, flush=True)
     return {name: min(values) for name, values in times.items()}
 

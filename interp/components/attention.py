@@ -162,6 +162,7 @@ class Attention(nn.Module):
             if mask is None:
                 mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
             z = self.explicit_attention(q, k, v, mask, key_padding_mask is not None)
+        del q, k, v  # freed before the output projection allocates its own
         z = self.hook_z(z)  # [batch, query_pos, n_heads, d_head]
 
         if self.cfg.use_attn_result:

@@ -131,6 +131,7 @@ class TransformerBlock(nn.Module):
             query_positions=query_positions,
             key_positions=positions,
         )
+        del query_input, key_input, value_input  # freed before the MLP allocates its own
         if self.cfg.use_normalization_before_and_after:
             attn_out = self.ln1_post(attn_out)
         attn_out = self.hook_attn_out(attn_out)

@@ -44,8 +44,10 @@ class MLP(nn.Module):
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         if self.gated:
             gate = self.hook_pre(torch.matmul(x, self.W_gate))
+            activated = self.act_fn(gate)
+            del gate  # freed before the up projection exists, unless a hook kept it
             up = self.hook_pre_linear(torch.matmul(x, self.W_in))
-            post = self.hook_post(torch.addcmul(self.b_in, self.act_fn(gate), up))
+            post = self.hook_post(torch.addcmul(self.b_in, activated, up))
         else:
             pre = self.hook_pre(affine(x, self.W_in, self.b_in))
             post = self.hook_post(self.act_fn(pre))
