@@ -8,11 +8,27 @@ from jaxtyping import Float
 from torch import Tensor
 
 
+def bias_is_skippable(bias: Tensor) -> bool:
+    """Whether adding ``bias`` after a matrix multiply can be left out: on the CPU, when it is
+    all zeros and no gradient must reach it.
+
+    Checkpoints of the Llama, Mistral, Qwen and Gemma families have no biases (TransformerLens,
+    and so interp, keeps zeros in their place), and on the CPU ``addmm`` first copies the bias
+    into every row of its output: a whole extra pass over it. On an accelerator the addition is
+    fused and free, and checking the values would wait for the device, so it is always kept.
+    """
+    if bias.device.type != "cpu" or (bias.requires_grad and torch.is_grad_enabled()):
+        return False
+    return not bias.any()
+
+
 def affine(
     x: Float[Tensor, "... d_in"], weight: Float[Tensor, "d_in d_out"], bias: Float[Tensor, " d_out"]
 ) -> Float[Tensor, "... d_out"]:
-    """``x @ weight + bias`` as one fused matrix multiply-add."""
-    flat = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight)
+    """``x @ weight + bias`` as one fused matrix multiply-add (a plain multiply when the bias
+    is all zeros on the CPU and needs no gradient: see ``bias_is_skippable``)."""
+    flat_x = x.reshape(-1, x.shape[-1])
+    flat = flat_x @ weight if bias_is_skippable(bias) else torch.addmm(bias, flat_x, weight)
     return flat.view(*x.shape[:-1], weight.shape[-1])
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
-from interp.components.activations import affine
+from interp.components.activations import affine, bias_is_skippable
 from interp.components.norms import RMSNorm
 from interp.components.rotary import RotaryEmbedding
 from interp.config import HookedTransformerConfig
@@ -115,7 +115,10 @@ class Attention(nn.Module):
         h, m, d = weight.shape
         batch, pos = x.shape[:2]
         flat_x = x.reshape(1, batch * pos, m).expand(h, -1, -1)
-        per_head = torch.baddbmm(bias[:, None, :], flat_x, weight)  # [n_heads, batch*pos, d_head]
+        if bias_is_skippable(bias):
+            per_head = torch.bmm(flat_x, weight)  # [n_heads, batch*pos, d_head]
+        else:
+            per_head = torch.baddbmm(bias[:, None, :], flat_x, weight)
         return per_head.view(h, batch, pos, d).permute(1, 2, 0, 3)  # a view, no copy
 
     def forward(
