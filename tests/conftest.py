@@ -57,3 +57,13 @@ def gpt2_model():
     """A small random model with the offline GPT-2 tokenizer (full 50257-token vocabulary)."""
     hf_model = make_hf_gpt2(vocab_size=50257, n_positions=128, n_embd=32, n_head=2)
     return from_hf_model(hf_model, tokenizer="gpt2").eval()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch on one thread for a module's tests: tiny models run faster so, and far faster on
+    a shared, busy machine. Use: ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

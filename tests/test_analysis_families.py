@@ -1,6 +1,6 @@
 """The cache decompositions, logit lens, direct logit attribution and head detector on the
 model families (the random Llama-, Pythia-, Gemma 2-, Gemma 3- and Qwen 3-shaped models of
-test_patching_families): rotary models have no ``pos_embed``, parallel blocks no
+tests.family_models): rotary models have no ``pos_embed``, parallel blocks no
 ``resid_mid`` (their MLP reads ``resid_pre``), sandwich norms add each output through a
 post-norm, and soft-capped logits are not linear in the stream."""
 
@@ -8,19 +8,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_patching_families import FAMILIES, setup
 
 from interp import head_detector
 from interp.analysis.logit_attribution import direct_logit_attribution
 from interp.analysis.logit_lens import logit_lens
+from tests.family_models import FAMILIES, setup
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def run(family: str):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp import HookedTransformer, HookedTransformerConfig
+from interp import HookedTransformer
 from interp.kv_cache import KeyValueCache
+from tests.family_models import FAMILIES, make_model
 from tests.test_families_parity import CASES, VOCAB, randomize
 
 N_NEW = 12  # longer than every case's sliding window (3 to 5), so the windows bite
@@ -107,56 +108,12 @@ def test_cached_step_logits_equal_hugging_face_generation(pair):
         assert (mine - hf_logits).abs().max() <= 1e-4, step
 
 
-FAMILY_CONFIGS = {  # random HookedTransformers shaped like each family, no checkpoint needed
-    "llama": dict(normalization_type="RMS", n_key_value_heads=2, gated_mlp=True, act_fn="silu"),
-    "neox": dict(normalization_type="LN", rotary_dim=4, parallel_attn_mlp=True, act_fn="gelu"),
-    "gemma2": dict(
-        normalization_type="RMS",
-        n_key_value_heads=2,
-        gated_mlp=True,
-        act_fn="gelu_pytorch_tanh",
-        use_normalization_before_and_after=True,
-        attn_scores_soft_cap=2.0,
-        output_logits_soft_cap=3.0,
-        use_local_attn=True,
-        window_size=3,
-        attn_types=["local", "global"],
-    ),
-    "gemma3": dict(
-        normalization_type="RMS",
-        n_key_value_heads=1,
-        gated_mlp=True,
-        act_fn="gelu_pytorch_tanh",
-        use_normalization_before_and_after=True,
-        use_qk_norm=True,
-        use_local_attn=True,
-        window_size=3,
-        attn_types=["local", "global"],
-        rotary_base=1e6,
-        rotary_base_local=10000,
-        rotary_scaling_factor=8.0,
-    ),
-}
-
-
-@pytest.mark.parametrize("family", list(FAMILY_CONFIGS))
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_sampled_generation_with_and_without_cache_agree(family):
     """Sampling with one seed draws the same tokens with and without the cache (the cache
-    changes no logit beyond rounding), on a left-padded batch of a random model."""
-    cfg = HookedTransformerConfig(
-        n_layers=2,
-        d_model=32,
-        n_heads=4,
-        d_head=8,
-        d_mlp=64,
-        d_vocab=VOCAB,
-        n_ctx=64,
-        positional_embedding_type="rotary",
-        init_range=0.3,
-        seed=0,
-        **FAMILY_CONFIGS[family],
-    )
-    model = HookedTransformer(cfg).eval()
+    changes no logit beyond rounding), on a left-padded batch of a random model of
+    ``tests.family_models``."""
+    model = make_model(family, d_vocab=VOCAB)
     tokens, mask = padded_prompts()
     sampled = [
         model.generate(

@@ -28,13 +28,7 @@ def make_model(**overrides) -> interp.HookedTransformer:
     return interp.HookedTransformer(interp.HookedTransformerConfig(**cfg)).eval()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread, and far faster on a shared, busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,7 @@ import interp
 from interp import patching
 from interp.patching import LogitDiff
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_setup(normalization_type, init_range, seed=0, attn_only=False):

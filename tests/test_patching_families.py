@@ -1,10 +1,7 @@
 """Every batched patching function equals its one-forward-per-index reference on the model
-families: Llama-shaped (RMS norms, rotary, grouped-query attention, gated SiLU MLP),
-Pythia-shaped (partial rotary, parallel attention and MLP, LayerNorm), Gemma 2-shaped
-(sandwich norms, soft-capped scores and logits, a local layer whose window is shorter than
-the prompt, grouped-query attention), Gemma 3-shaped (the same without soft caps, so the
-fused attention kernel runs with the window mask, plus QK norm and a local rotary base) and
-Qwen 3-shaped (QK norm, one key/value head).
+families of ``tests.family_models`` (Llama-, Pythia-, Gemma 2-, Gemma 3- and Qwen 3-shaped:
+grouped-query attention, partial rotary, parallel blocks, sandwich norms, soft caps, sliding
+windows shorter than the prompt, QK norms).
 
 Packed runs lie end to end along the position axis, so each must keep its prompt positions
 (for rotary embeddings and sliding windows), restart from the rotated keys, and be scored on
@@ -25,58 +22,9 @@ from interp import patching
 from interp.patching import LogitDiff
 from interp.patching.path import path_patch_runs
 from interp.utils import get_act_name
+from tests.family_models import COMMON, FAMILIES, N_POS, setup
 
-D_VOCAB, N_POS, ANSWER = 61, 8, 5
-COMMON = dict(
-    n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=48, d_vocab=D_VOCAB, n_ctx=32,
-    init_range=0.3, positional_embedding_type="rotary",
-)  # fmt: skip
-FAMILIES = {
-    "llama": dict(
-        normalization_type="RMS", n_key_value_heads=2, gated_mlp=True, act_fn="silu", seed=1
-    ),
-    "pythia": dict(
-        normalization_type="LN", rotary_dim=2, parallel_attn_mlp=True, act_fn="gelu", seed=2
-    ),
-    "gemma2": dict(
-        normalization_type="RMS",
-        n_key_value_heads=2,
-        gated_mlp=True,
-        act_fn="gelu_pytorch_tanh",
-        use_normalization_before_and_after=True,
-        rmsnorm_uses_offset=True,
-        attn_scores_soft_cap=1.0,
-        output_logits_soft_cap=2.0,
-        use_local_attn=True,
-        window_size=3,
-        attn_types=["local", "global"],
-        seed=3,
-    ),  # fmt: skip
-    "gemma3": dict(
-        normalization_type="RMS",
-        n_key_value_heads=2,
-        use_qk_norm=True,
-        gated_mlp=True,
-        act_fn="gelu_pytorch_tanh",
-        use_normalization_before_and_after=True,
-        rmsnorm_uses_offset=True,
-        use_local_attn=True,
-        window_size=3,
-        attn_types=["local", "global"],
-        rotary_base=1_000_000,
-        rotary_base_local=10_000,
-        seed=5,
-    ),  # fmt: skip
-    "qwen3": dict(
-        normalization_type="RMS",
-        n_key_value_heads=1,
-        use_qk_norm=True,
-        gated_mlp=True,
-        act_fn="silu",
-        rotary_base=1_000_000,
-        seed=4,
-    ),  # fmt: skip
-}
+ANSWER = 5
 METRICS = {
     # A TransformerLens-style metric: logits -> scalar.
     "plain": lambda answers: lambda logits: logits[:, -1].log_softmax(dim=-1)[:, ANSWER].mean(),
@@ -84,40 +32,7 @@ METRICS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def make_model(family: str) -> interp.HookedTransformer:
-    cfg = interp.HookedTransformerConfig(**COMMON, **FAMILIES[family])
-    model = interp.HookedTransformer(cfg).eval()
-    generator = torch.Generator().manual_seed(cfg.seed)
-    with torch.no_grad():  # random norm weights and biases (not the init's ones and zeros)
-        for name, param in model.named_parameters():
-            last = name.rsplit(".", 1)[-1]
-            if last in ("w", "b") or last.startswith(("b_", "_b_")):
-                param.add_(torch.randn(param.shape, generator=generator) * 0.2)
-    return model
-
-
-@functools.cache
-def setup(family: str):
-    """The model, 2 clean and corrupted prompts of 8 tokens (differing at 2 and 5), answers
-    and the clean cache."""
-    model = make_model(family)
-    generator = torch.Generator().manual_seed(0)
-    clean = torch.randint(0, D_VOCAB, (2, N_POS), generator=generator)
-    corrupted = clean.clone()
-    corrupted[:, 2] = (clean[:, 2] + 7) % D_VOCAB
-    corrupted[:, 5] = (clean[:, 5] + 3) % D_VOCAB
-    answers = torch.randint(0, D_VOCAB, (2, 2), generator=generator)
-    with torch.no_grad():
-        _, clean_cache = model.run_with_cache(clean)
-    return model, clean, corrupted, answers, clean_cache
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def grid_shape(model, activation: str, kind: str) -> tuple[int, ...]:

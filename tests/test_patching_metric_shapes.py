@@ -40,12 +40,7 @@ METRICS = {
 DIFFERENTIABLE = [name for name in METRICS if name != "python_float"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_gpt2() -> interp.HookedTransformer:

@@ -10,13 +10,7 @@ from interp import patching
 from interp.patching import LogitDiff
 from interp.patching.path import path_patch, path_patch_runs
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
