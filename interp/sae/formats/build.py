@@ -1,0 +1,92 @@
+"""Building one ``SAE`` from any format's fields and SAELens-named tensors: the config
+(unknown fields kept in ``extra``), every tensor checked for name, shape and finite values,
+and input/output scales folded into the weights.
+
+Example:
+    >>> sae = build_sae(sae_config(source, d_in=128, d_sae=1024, hook_name=hook), tensors,
+    ...                 source, device=None, dtype=None)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from interp.sae.formats.files import SAEFormatError
+from interp.sae.sae import SAE, SAEConfig, dtype_to_str, str_to_dtype
+
+_CONFIG_FIELDS = {
+    "d_in",
+    "d_sae",
+    "architecture",
+    "hook_name",
+    "hook_name_out",
+    "d_out",
+    "hook_head_index",
+    "k",
+    "rescale_acts_by_decoder_norm",
+    "apply_b_dec_to_input",
+    "normalize_activations",
+    "reshape_activations",
+    "dtype",
+    "device",
+    "model_name",
+}
+
+
+def build_sae(
+    cfg: SAEConfig,
+    tensors: dict[str, Tensor],
+    source: Path,
+    device: str | torch.device | None,
+    dtype: str | torch.dtype | None,
+) -> SAE:
+    """An SAE from ``cfg`` and SAELens-named tensors, after checking names, shapes, values."""
+    if dtype is not None:
+        cfg.dtype = dtype_to_str(str_to_dtype(dtype))
+    cfg.device = "cpu"
+    sae = SAE(cfg)
+    expected = dict(sae.named_parameters())
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise SAEFormatError(
+            f"{source}: a {cfg.architecture} SAE needs tensors {sorted(expected)}; "
+            f"missing {missing}, unexpected {unexpected}."
+        )
+    for name, param in expected.items():
+        tensor = tensors[name]
+        if tuple(tensor.shape) != tuple(param.shape):
+            raise SAEFormatError(
+                f"{source}: tensor {name} has shape {tuple(tensor.shape)}, expected "
+                f"{tuple(param.shape)} (d_in={cfg.d_in}, d_sae={cfg.d_sae}, "
+                f"d_out={cfg.output_width})."
+            )
+        if not torch.isfinite(tensor).all():
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise SAEFormatError(f"{source}: tensor {name} holds {bad} NaN or infinite values.")
+        with torch.no_grad():
+            param.copy_(tensor.to(param.dtype))
+    if device is not None:
+        sae.to(device)
+    return sae
+
+
+def sae_config(source: Path, **fields: Any) -> SAEConfig:
+    known = {key: value for key, value in fields.items() if key in _CONFIG_FIELDS}
+    extra = {key: value for key, value in fields.items() if key not in _CONFIG_FIELDS}
+    try:
+        return SAEConfig(**known, extra=extra)
+    except (ValueError, TypeError) as error:
+        raise SAEFormatError(f"{source}: {error}") from None
+
+
+def fold_input_scale(tensors: dict[str, Tensor], scale_in: float, scale_out: float) -> None:
+    """Fold ``x * scale_in`` before the encoder and ``/ scale_out`` after the decoder into the
+    weights (SAELens's ``fold_activation_norm_scaling_factor`` when the two are equal)."""
+    tensors["W_enc"] = tensors["W_enc"] * scale_in
+    tensors["W_dec"] = tensors["W_dec"] / scale_out
+    tensors["b_dec"] = tensors["b_dec"] / scale_out

@@ -1,0 +1,92 @@
+"""SAELens folders (``cfg.json`` + ``sae_weights.safetensors``): reading 6.x (``metadata``)
+and pre-6.0 (flat, renamed fields) configs, and writing 6.x.
+
+Example:
+    >>> sae = load_saelens(Path("my_sae"))
+    >>> save_saelens(sae, "copy_of_my_sae")
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from safetensors.torch import save_file
+
+from interp.sae.formats.build import build_sae, fold_input_scale, sae_config
+from interp.sae.formats.files import SAEFormatError, read_json, read_safetensors
+from interp.sae.sae import ARCHITECTURES, SAE
+
+SAELENS_CFG, SAELENS_WEIGHTS = "cfg.json", "sae_weights.safetensors"
+
+
+def _pre_6_config(raw: dict[str, Any]) -> dict[str, Any]:
+    renames = {
+        "hook_point": "hook_name",
+        "hook_point_head_index": "hook_head_index",
+        "activation_fn_str": "activation_fn",
+        "hook_point_layer": "hook_layer",
+    }
+    cfg = {renames.get(key, key): value for key, value in raw.items()}
+    cfg.setdefault("architecture", "standard")
+    cfg.setdefault("apply_b_dec_to_input", True)
+    if cfg.get("activation_fn") == "topk":
+        cfg["architecture"] = "topk"
+        cfg["k"] = (cfg.get("activation_fn_kwargs") or {}).get("k")
+    normalize = cfg.get("normalize_activations")
+    if isinstance(normalize, bool) or normalize is None:
+        cfg["normalize_activations"] = "expected_average_only_in" if normalize else "none"
+    cfg.setdefault(
+        "reshape_activations", "hook_z" if "hook_z" in cfg.get("hook_name", "") else "none"
+    )
+    return cfg
+
+
+def _is_pre_6(raw: dict[str, Any]) -> bool:
+    version = raw.get("sae_lens_version") or (raw.get("metadata") or {}).get("sae_lens_version")
+    if version is None:
+        return "metadata" not in raw
+    major = re.match(r"(\d+)", str(version))
+    return major is None or int(major.group(1)) < 6
+
+
+def load_saelens(folder: Path, device: Any = None, dtype: Any = None, **overrides: Any) -> SAE:
+    cfg_path = folder / SAELENS_CFG
+    raw = read_json(cfg_path)
+    if _is_pre_6(raw):
+        fields = _pre_6_config(raw)
+    else:
+        fields = {key: value for key, value in raw.items() if key != "metadata"}
+        fields.update(raw.get("metadata") or {})
+    fields.update(overrides)
+    architecture = fields.get("architecture")
+    if architecture not in ARCHITECTURES:
+        raise SAEFormatError(
+            f"{cfg_path}: architecture {architecture!r} is not supported; supported: "
+            f"{sorted(ARCHITECTURES)}."
+        )
+    for required in ("d_in", "d_sae"):
+        if required not in fields:
+            raise SAEFormatError(f"{cfg_path}: missing field {required!r}.")
+    tensors = read_safetensors(folder / SAELENS_WEIGHTS)
+    if "scaling_factor" in tensors:  # legacy: multiplies the features before the decoder
+        factor = tensors.pop("scaling_factor")
+        tensors["W_dec"] = tensors["W_dec"] * factor[:, None]
+    scale = fields.pop("norm_scaling_factor", None)
+    cfg = sae_config(cfg_path, **fields)
+    if cfg.normalize_activations == "expected_average_only_in" and scale is not None:
+        fold_input_scale(tensors, scale, scale)
+        cfg.normalize_activations = "none"
+    return build_sae(cfg, tensors, folder / SAELENS_WEIGHTS, device, dtype)
+
+
+def save_saelens(sae: SAE, path: str | Path) -> Path:
+    """Write ``sae`` as a SAELens 6.x folder; returns the folder."""
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {name: param.detach().cpu().contiguous() for name, param in sae.named_parameters()}
+    save_file(state, str(folder / SAELENS_WEIGHTS))
+    (folder / SAELENS_CFG).write_text(json.dumps(sae.cfg.to_dict(), indent=2))
+    return folder
