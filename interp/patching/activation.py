@@ -182,13 +182,54 @@ def generic_activation_patch(
 
 
 # ------------------------------------------------------------------- named sweeps (TL's)
-def _sweep(
-    activation_name: str,
-    patch_setter: PatchSetter,
-    index_axis_names: tuple[str, ...],
-    name: str,
-    what: str,
-) -> Callable[..., LabelledTensor]:
+# The index grids of the sweeps: the patch setter that writes one index, and the index axes.
+_LAYER_POS = (layer_pos_patch_setter, ("layer", "pos"))
+_LAYER_HEAD = (layer_head_vector_patch_setter, ("layer", "head"))
+_LAYER_POS_HEAD = (layer_pos_head_vector_patch_setter, ("layer", "pos", "head"))
+_PATTERN_HEAD = (layer_head_pattern_patch_setter, ("layer", "head_index"))
+_PATTERN_DEST = (layer_head_pos_pattern_patch_setter, ("layer", "head_index", "dest_pos"))
+_PATTERN_DEST_SRC = (
+    layer_head_dest_src_pos_pattern_patch_setter,
+    ("layer", "head_index", "dest_pos", "src_pos"),
+)
+# kind -> (activation name, index grid, what is patched); its sweep is get_act_patch_<kind>.
+ACTIVATION_PATCH_KINDS: dict[str, tuple[str, tuple[PatchSetter, tuple[str, ...]], str]] = {
+    "resid_pre": (
+        "resid_pre", _LAYER_POS, "the residual stream entering each block, at each position"
+    ),
+    "resid_mid": (
+        "resid_mid", _LAYER_POS, "the residual stream between attention and MLP, at each position"
+    ),
+    "resid_post": (
+        "resid_post", _LAYER_POS, "the residual stream leaving each block, at each position"
+    ),
+    "attn_out": ("attn_out", _LAYER_POS, "each attention layer's output, at each position"),
+    "mlp_out": ("mlp_out", _LAYER_POS, "each MLP layer's output, at each position"),
+    "attn_head_out_all_pos": ("z", _LAYER_HEAD, "each head's output (hook_z) at all positions"),
+    "attn_head_q_all_pos": ("q", _LAYER_HEAD, "each head's queries at all positions"),
+    "attn_head_k_all_pos": ("k", _LAYER_HEAD, "each head's keys at all positions"),
+    "attn_head_v_all_pos": ("v", _LAYER_HEAD, "each head's values at all positions"),
+    "attn_head_pattern_all_pos": ("pattern", _PATTERN_HEAD, "each head's attention pattern"),
+    "attn_head_out_by_pos": (
+        "z", _LAYER_POS_HEAD, "each head's output (hook_z) at each position"
+    ),
+    "attn_head_q_by_pos": ("q", _LAYER_POS_HEAD, "each head's query at each position"),
+    "attn_head_k_by_pos": ("k", _LAYER_POS_HEAD, "each head's key at each position"),
+    "attn_head_v_by_pos": ("v", _LAYER_POS_HEAD, "each head's value at each position"),
+    "attn_head_pattern_by_pos": (
+        "pattern", _PATTERN_DEST, "each head's attention pattern row (destination)"
+    ),
+    "attn_head_pattern_dest_src_pos": (
+        "pattern", _PATTERN_DEST_SRC, "each single attention weight"
+    ),
+}  # fmt: skip
+
+
+def _sweep(kind: str) -> Callable[..., LabelledTensor]:
+    """``get_act_patch_<kind>``: ``generic_activation_patch`` over the kind's index grid."""
+    activation_name, (patch_setter, index_axis_names), what = ACTIVATION_PATCH_KINDS[kind]
+    name = f"get_act_patch_{kind}"
+
     def sweep(
         model: Any,
         corrupted_tokens: Int[Tensor, "batch pos"],
@@ -230,71 +271,24 @@ def _sweep(
     return sweep
 
 
-get_act_patch_resid_pre = _sweep(
-    "resid_pre", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_resid_pre",
-    "the residual stream entering each block, at each position",
-)  # fmt: skip
-get_act_patch_resid_mid = _sweep(
-    "resid_mid", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_resid_mid",
-    "the residual stream between attention and MLP, at each position",
-)  # fmt: skip
-get_act_patch_resid_post = _sweep(
-    "resid_post", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_resid_post",
-    "the residual stream leaving each block, at each position",
-)  # fmt: skip
-get_act_patch_attn_out = _sweep(
-    "attn_out", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_attn_out",
-    "each attention layer's output, at each position",
-)  # fmt: skip
-get_act_patch_mlp_out = _sweep(
-    "mlp_out", layer_pos_patch_setter, ("layer", "pos"), "get_act_patch_mlp_out",
-    "each MLP layer's output, at each position",
-)  # fmt: skip
-get_act_patch_attn_head_out_all_pos = _sweep(
-    "z", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_out_all_pos",
-    "each head's output (hook_z) at all positions",
-)  # fmt: skip
-get_act_patch_attn_head_q_all_pos = _sweep(
-    "q", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_q_all_pos",
-    "each head's queries at all positions",
-)  # fmt: skip
-get_act_patch_attn_head_k_all_pos = _sweep(
-    "k", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_k_all_pos",
-    "each head's keys at all positions",
-)  # fmt: skip
-get_act_patch_attn_head_v_all_pos = _sweep(
-    "v", layer_head_vector_patch_setter, ("layer", "head"), "get_act_patch_attn_head_v_all_pos",
-    "each head's values at all positions",
-)  # fmt: skip
-get_act_patch_attn_head_pattern_all_pos = _sweep(
-    "pattern", layer_head_pattern_patch_setter, ("layer", "head_index"),
-    "get_act_patch_attn_head_pattern_all_pos", "each head's attention pattern",
-)  # fmt: skip
-get_act_patch_attn_head_out_by_pos = _sweep(
-    "z", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
-    "get_act_patch_attn_head_out_by_pos", "each head's output (hook_z) at each position",
-)  # fmt: skip
-get_act_patch_attn_head_q_by_pos = _sweep(
-    "q", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
-    "get_act_patch_attn_head_q_by_pos", "each head's query at each position",
-)  # fmt: skip
-get_act_patch_attn_head_k_by_pos = _sweep(
-    "k", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
-    "get_act_patch_attn_head_k_by_pos", "each head's key at each position",
-)  # fmt: skip
-get_act_patch_attn_head_v_by_pos = _sweep(
-    "v", layer_pos_head_vector_patch_setter, ("layer", "pos", "head"),
-    "get_act_patch_attn_head_v_by_pos", "each head's value at each position",
-)  # fmt: skip
-get_act_patch_attn_head_pattern_by_pos = _sweep(
-    "pattern", layer_head_pos_pattern_patch_setter, ("layer", "head_index", "dest_pos"),
-    "get_act_patch_attn_head_pattern_by_pos", "each head's attention pattern row (destination)",
-)  # fmt: skip
-get_act_patch_attn_head_pattern_dest_src_pos = _sweep(
-    "pattern", layer_head_dest_src_pos_pattern_patch_setter,
-    ("layer", "head_index", "dest_pos", "src_pos"),
-    "get_act_patch_attn_head_pattern_dest_src_pos", "each single attention weight",
-)  # fmt: skip
+# Each kind's sweep, also under its TransformerLens name (importable from interp.patching).
+_SWEEPS = {kind: _sweep(kind) for kind in ACTIVATION_PATCH_KINDS}
+get_act_patch_resid_pre = _SWEEPS["resid_pre"]
+get_act_patch_resid_mid = _SWEEPS["resid_mid"]
+get_act_patch_resid_post = _SWEEPS["resid_post"]
+get_act_patch_attn_out = _SWEEPS["attn_out"]
+get_act_patch_mlp_out = _SWEEPS["mlp_out"]
+get_act_patch_attn_head_out_all_pos = _SWEEPS["attn_head_out_all_pos"]
+get_act_patch_attn_head_q_all_pos = _SWEEPS["attn_head_q_all_pos"]
+get_act_patch_attn_head_k_all_pos = _SWEEPS["attn_head_k_all_pos"]
+get_act_patch_attn_head_v_all_pos = _SWEEPS["attn_head_v_all_pos"]
+get_act_patch_attn_head_pattern_all_pos = _SWEEPS["attn_head_pattern_all_pos"]
+get_act_patch_attn_head_out_by_pos = _SWEEPS["attn_head_out_by_pos"]
+get_act_patch_attn_head_q_by_pos = _SWEEPS["attn_head_q_by_pos"]
+get_act_patch_attn_head_k_by_pos = _SWEEPS["attn_head_k_by_pos"]
+get_act_patch_attn_head_v_by_pos = _SWEEPS["attn_head_v_by_pos"]
+get_act_patch_attn_head_pattern_by_pos = _SWEEPS["attn_head_pattern_by_pos"]
+get_act_patch_attn_head_pattern_dest_src_pos = _SWEEPS["attn_head_pattern_dest_src_pos"]
 
 BLOCK_PATCH_TYPES = ("resid_pre", "attn_out", "mlp_out")
 HEAD_PATCH_TYPES = ("out", "q", "k", "v", "pattern")
@@ -316,6 +310,21 @@ def per_query_head(result: Tensor, like: LabelledTensor, model: Any) -> Labelled
     return LabelledTensor(values, like.axis_names, like.axis_labels)
 
 
+def _head_results(
+    positions: str, model: Any, corrupted_tokens: Tensor, clean_cache: Any, metric, options
+) -> list[LabelledTensor]:
+    """The ``attn_head_<type>_<positions>`` sweeps of every ``HEAD_PATCH_TYPES`` type, in that
+    order, with the k and v results spread to query heads (``per_query_head``)."""
+    results = [
+        _SWEEPS[f"attn_head_{patch_type}_{positions}"](
+            model, corrupted_tokens, clean_cache, metric, **options
+        )
+        for patch_type in HEAD_PATCH_TYPES
+    ]
+    results[2:4] = [per_query_head(result, results[0], model) for result in results[2:4]]
+    return results
+
+
 def get_act_patch_block_every(
     model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
 ) -> LabelledTensor:
@@ -326,8 +335,10 @@ def get_act_patch_block_every(
         >>> result.labels("patch_type")
         ['resid_pre', 'attn_out', 'mlp_out']
     """
-    sweeps = (get_act_patch_resid_pre, get_act_patch_attn_out, get_act_patch_mlp_out)
-    results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
+    results = [
+        _SWEEPS[kind](model, corrupted_tokens, clean_cache, metric, **options)
+        for kind in BLOCK_PATCH_TYPES
+    ]
     return _stack(results, BLOCK_PATCH_TYPES, model, corrupted_tokens)
 
 
@@ -340,15 +351,7 @@ def get_act_patch_attn_head_all_pos_every(
     Example:
         >>> get_act_patch_attn_head_all_pos_every(model, corrupted, clean_cache, metric).shape
     """
-    sweeps = (
-        get_act_patch_attn_head_out_all_pos,
-        get_act_patch_attn_head_q_all_pos,
-        get_act_patch_attn_head_k_all_pos,
-        get_act_patch_attn_head_v_all_pos,
-        get_act_patch_attn_head_pattern_all_pos,
-    )
-    results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
-    results[2:4] = [per_query_head(result, results[0], model) for result in results[2:4]]
+    results = _head_results("all_pos", model, corrupted_tokens, clean_cache, metric, options)
     results[4] = LabelledTensor(results[4], results[0].axis_names, results[0].axis_labels)
     return _stack(results, HEAD_PATCH_TYPES, model, corrupted_tokens)
 
@@ -363,15 +366,7 @@ def get_act_patch_attn_head_by_pos_every(
     Example:
         >>> get_act_patch_attn_head_by_pos_every(model, corrupted, clean_cache, metric).shape
     """
-    sweeps = (
-        get_act_patch_attn_head_out_by_pos,
-        get_act_patch_attn_head_q_by_pos,
-        get_act_patch_attn_head_k_by_pos,
-        get_act_patch_attn_head_v_by_pos,
-        get_act_patch_attn_head_pattern_by_pos,
-    )
-    results = [sweep(model, corrupted_tokens, clean_cache, metric, **options) for sweep in sweeps]
-    results[2:4] = [per_query_head(result, results[0], model) for result in results[2:4]]
+    results = _head_results("by_pos", model, corrupted_tokens, clean_cache, metric, options)
     pattern = einops.rearrange(results[4].as_subclass(Tensor), "layer head pos -> layer pos head")
     results[4] = LabelledTensor(pattern, results[0].axis_names, results[0].axis_labels)
     return _stack(results, HEAD_PATCH_TYPES, model, corrupted_tokens)
