@@ -3,7 +3,6 @@ with the reason, and nothing is written for it."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -11,17 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import interp
 from interp.cli import main
-
-DATA = Path(interp.__file__).parent / "models" / "data" / "tinyshakespeare.txt.gz"
+from tests.harvest_data import shakespeare_text
 
 
 @pytest.fixture
 def text(tmp_path) -> Path:
-    path = tmp_path / "small.txt"
-    path.write_text(gzip.open(DATA, "rt").read()[:1200])
-    return path
+    return shakespeare_text(tmp_path / "small.txt", n_chars=1200)
 
 
 def test_harvest_command_writes_the_manifest_it_was_asked_for(text, tmp_path, capsys):

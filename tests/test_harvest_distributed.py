@@ -3,28 +3,20 @@ manifest, byte for byte, as one process (shard i goes to rank i % 2; rank 0 merg
 
 from __future__ import annotations
 
-import gzip
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
 
-import interp
 from interp.harvest import harvest
+from tests.harvest_data import folder_bytes, shakespeare_text
 
-DATA = Path(interp.__file__).parent / "models" / "data" / "tinyshakespeare.txt.gz"
 HOOKS = "blocks.0.hook_resid_post,blocks.2.hook_mlp_out"
 
 
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
-
-
 def test_two_gloo_processes_write_what_one_process_writes(tmp_path):
-    text = tmp_path / "small.txt"
-    text.write_text(gzip.open(DATA, "rt").read()[:2000])
+    text = shakespeare_text(tmp_path / "small.txt", n_chars=2000)
     options = ["--seq-len", "32", "--shard-tokens", "96", "--batch-size", "2", "--dtype", "bf16"]
     torchrun = [
         sys.executable,

@@ -17,23 +17,20 @@ import interp
 from interp.harvest import harvest
 from interp.harvest.shards import sha256_file
 from interp.utils import tokenize_and_concatenate
+from tests.harvest_data import shakespeare_model, shakespeare_text
 
-DATA = Path(interp.__file__).parent / "models" / "data" / "tinyshakespeare.txt.gz"
 HOOKS = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_z"]
 SEQ_LEN = 32
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.set_num_threads(1)
-    return interp.load_model("shakespeare-char")
+    return shakespeare_model()
 
 
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "small.txt"
-    path.write_text(gzip.open(DATA, "rt").read()[:3000])
-    return path
+    return shakespeare_text(tmp_path_factory.mktemp("data") / "small.txt", n_chars=3000)
 
 
 def shard_tensors(out: Path) -> list[dict[str, torch.Tensor]]:

@@ -4,7 +4,6 @@ holding another harvest is refused and left untouched."""
 
 from __future__ import annotations
 
-import gzip
 import os
 import signal
 import subprocess
@@ -13,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 import interp
 from interp.harvest import harvest
+from tests.harvest_data import folder_bytes, shakespeare_model, shakespeare_text
 
-DATA = Path(interp.__file__).parent / "models" / "data" / "tinyshakespeare.txt.gz"
 HOOKS = ["blocks.0.hook_resid_post", "blocks.1.hook_mlp_out"]
 OPTIONS = dict(seq_len=32, shard_tokens=93, batch_size=1, positions="1:", progress=False)
 # The killed run: the same harvest, slowed by a hook that sleeps (it changes no activation).
@@ -34,15 +32,12 @@ harvest(model, sys.argv[1], {hooks!r}, sys.argv[2], **{options!r})
 
 @pytest.fixture(scope="module")
 def model():
-    torch.set_num_threads(1)
-    return interp.load_model("shakespeare-char")
+    return shakespeare_model()
 
 
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "small.txt"
-    path.write_text(gzip.open(DATA, "rt").read()[:1500])
-    return path
+    return shakespeare_text(tmp_path_factory.mktemp("data") / "small.txt", n_chars=1500)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +45,6 @@ def uninterrupted(model, text_file, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("uninterrupted")
     harvest(model, text_file, HOOKS, out, **OPTIONS)
     return out
-
-
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
 
 
 def test_sigkill_part_way_then_resume_equals_an_uninterrupted_run(

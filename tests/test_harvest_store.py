@@ -4,7 +4,6 @@ cached-activations layout (a datasets folder, one column per hook plus token_ids
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,9 @@ import torch
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
-import interp
 from interp.harvest import ActivationStore, export_saelens, harvest
+from tests.harvest_data import shakespeare_text
 
-DATA = Path(interp.__file__).parent / "models" / "data" / "tinyshakespeare.txt.gz"
 HOOK = "blocks.1.hook_resid_post"
 
 
@@ -23,7 +21,7 @@ HOOK = "blocks.1.hook_resid_post"
 def harvested(tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     folder = tmp_path_factory.mktemp("harvest")
-    (folder / "small.txt").write_text(gzip.open(DATA, "rt").read()[:2500])
+    shakespeare_text(folder / "small.txt", n_chars=2500)
     harvest(
         "shakespeare-char",
         folder / "small.txt",
