@@ -46,8 +46,10 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from bench_model import best_times, cache_bytes, ratio_line, synchronize  # noqa: E402
+from bench_model import cache_bytes  # noqa: E402
 from bench_patching import timed  # noqa: E402
+from ratio_report import parse_ratio_args, print_ratio_table, printer, ratio_parser  # noqa: E402
+from timing import best_times, synchronize  # noqa: E402
 
 import interp  # noqa: E402
 from interp.loading.hf import from_hf_model  # noqa: E402
@@ -264,11 +266,7 @@ def run(args: argparse.Namespace) -> list[str]:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     lines: list[str] = []
-
-    def say(line: str) -> None:
-        lines.append(line)
-        print(line, flush=True)
-
+    say = printer(lines)
     say(
         f"interp family benchmark: Llama-shaped, {forward_shape.describe()}, {args.dtype}, "
         f"{device}, {torch.get_num_threads()} threads, best of {repeats} interleaved rounds, "
@@ -277,28 +275,16 @@ def run(args: argparse.Namespace) -> list[str]:
     rows = forward_rows(forward_shape, device, dtype, repeats, say)
     if not args.skip_patching:
         rows += patching_rows(patching_shape, device, dtype, repeats, say)
-    say(f"  {'ratio (of best-of-N times; lower is faster)':<72} value  target")
-    for label, value, target in rows:
-        say(ratio_line(label, value, "" if args.smoke else target))
-    if args.smoke:
-        say("  (smoke mode: tiny shapes, so the timings say nothing; targets are not checked)")
+    print_ratio_table(rows, "ratio (of best-of-N times; lower is faster)", args.smoke, say)
     return lines
 
 
 def main(argv: list[str] | None = None) -> list[str]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    parser.add_argument("--dtype", default="float32", help="float32 (default) or bfloat16")
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes, a few seconds")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed rounds (default 5)")
+    parser = ratio_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, default=None, help="forward model's layers")
     parser.add_argument("--d-mlp", type=int, default=None, help="forward model's d_mlp")
     parser.add_argument("--skip-patching", action="store_true", help="no TransformerLens sweep")
-    args = parser.parse_args(argv)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error("--device cuda needs a CUDA GPU, and torch.cuda.is_available() is False.")
-    return run(args)
+    return run(parse_ratio_args(parser, argv))
 
 
 if __name__ == "__main__":

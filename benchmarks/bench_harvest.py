@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from timing import best_times
 
 import interp
 from interp.harvest import harvest
@@ -86,15 +87,16 @@ def plain_loop(model, data: Path, hook: str, batch_size: int, out: Path) -> None
             torch.save(cache[hook].cpu(), out / f"batch_{index}.pt")
 
 
-def best_times(runs: dict[str, Callable[[Path], None]], repeats: int) -> dict[str, float]:
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(repeats):
-        for name, run in runs.items():
-            with tempfile.TemporaryDirectory() as folder:
-                start = time.perf_counter()
-                run(Path(folder) / "out")
-                best[name] = min(best[name], time.perf_counter() - start)
-    return best
+def in_fresh_folder(run: Callable[[Path], object]) -> Callable[[], tempfile.TemporaryDirectory]:
+    """``run`` writing to a fresh path in a new temporary folder; the folder is returned, so
+    it is deleted when best_times releases it, after the clock stops."""
+
+    def call() -> tempfile.TemporaryDirectory:
+        folder = tempfile.TemporaryDirectory()
+        run(Path(folder.name) / "out")
+        return folder
+
+    return call
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -172,14 +174,13 @@ def main() -> None:
             progress=False,
             shard_tokens=shape.seq_len * shape.batch_size * 2,
         )
-        plain_loop(model, data, last, shape.batch_size, Path(folder) / "warm-up")
+        runs = {
+            "harvest last": lambda out: harvest(model, data, last, out, **options),
+            "harvest block 1": lambda out: harvest(model, data, first, out, **options),
+            "plain loop": lambda out: plain_loop(model, data, last, shape.batch_size, out),
+        }
         times = best_times(
-            {
-                "harvest last": lambda out: harvest(model, data, last, out, **options),
-                "harvest block 1": lambda out: harvest(model, data, first, out, **options),
-                "plain loop": lambda out: plain_loop(model, data, last, shape.batch_size, out),
-            },
-            args.repeats,
+            {name: in_fresh_folder(run) for name, run in runs.items()}, args.repeats, args.device
         )
         tokens = shape.n_sequences * shape.seq_len
         print(f"harvest tokens/s, last block: {tokens / times['harvest last']:.0f}")

@@ -31,9 +31,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import argparse  # noqa: E402
 import logging  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Callable, Iterable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -41,6 +39,8 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from ratio_report import parse_ratio_args, print_ratio_table, printer, ratio_parser  # noqa: E402
+from timing import best_times, synchronize  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from interp.loading.hf import from_hf_model  # noqa: E402
@@ -102,35 +102,6 @@ def build_transformer_lens(
 
 
 # ------------------------------------------------------------------------------ timing
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def best_times(
-    contenders: dict[str, Callable[[], Any]], repeats: int, device: str
-) -> dict[str, float]:
-    """The best of ``repeats`` wall times of each contender, after one warm-up call each.
-
-    Rounds are interleaved (every contender once per round), so a slow spell of a shared
-    machine hits all contenders alike rather than one of them. A call is timed until it
-    returns; what it returned is released after the clock stops.
-    """
-    for run in contenders.values():
-        run()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for round_index in range(repeats):
-        for name, run in contenders.items():
-            synchronize(device)
-            start = time.perf_counter()
-            result = run()
-            synchronize(device)
-            times[name].append(time.perf_counter() - start)
-            del result
-        print(f"  (timed round {round_index + 1} of {repeats})", file=sys.stderr, flush=True)
-    return {name: min(values) for name, values in times.items()}
-
-
 def square_matmul(size: int, device: str) -> Callable[[], Tensor]:
     """A [size, size] @ [size, size] fp32 matmul (2 * size**3 FLOPs), to measure the peak."""
     a = torch.randn(size, size, device=device)
@@ -175,14 +146,6 @@ def cache_bytes(run_with_cache: Callable[[], Any], device: str) -> tuple[int, in
 
 
 # -------------------------------------------------------------------------------- main
-def ratio_line(label: str, value: float, target: str) -> str:
-    """One printed row: the ratio, and the target it is held to (``"<= 1.05"``), if any."""
-    verdict = ""
-    if target:
-        verdict = "meets" if value <= float(target.removeprefix("<=")) else "MISSES"
-    return f"  {label:<72} {value:6.3f}  {target:<7} {verdict}"
-
-
 def run(args: argparse.Namespace) -> list[str]:
     """Build the models, time and measure them; returns the printed lines."""
     shape = SMOKE if args.smoke else FULL
@@ -190,18 +153,14 @@ def run(args: argparse.Namespace) -> list[str]:
     repeats = args.repeats if args.repeats is not None else (2 if args.smoke else 5)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    lines = [
+    lines: list[str] = []
+    say = printer(lines)
+    say(
         f"interp benchmark: {shape.description} ({shape.n_layers} layers, d_model "
         f"{shape.d_model}, {shape.n_heads} heads, vocab {shape.d_vocab}), {args.dtype}, "
         f"{device}, batch {shape.batch} x {shape.pos}, {torch.get_num_threads()} threads, "
         f"best of {repeats}, torch {torch.__version__}, transformers {transformers.__version__}"
-    ]
-    print(lines[0], flush=True)
-
-    def say(line: str) -> None:
-        lines.append(line)
-        print(line, flush=True)
-
+    )
     hf = build_hf(shape, device, dtype)
     ours = from_hf_model(hf, tokenizer=None).eval()
     with tempfile.TemporaryDirectory() as folder:
@@ -328,25 +287,13 @@ def run(args: argparse.Namespace) -> list[str]:
         ("forward FLOP/s / fp32 matmul peak: interp", flops / s["interp forward"] / peak_rate, ""),
         ("forward FLOP/s / fp32 matmul peak: HF (sdpa)", flops / s["hf forward"] / peak_rate, ""),
     ]
-    say(f"  {'ratio (of best-of-N times, or of bytes; lower is faster/smaller)':<72} value  target")
-    for label, value, target in rows:
-        say(ratio_line(label, value, "" if args.smoke else target))
-    if args.smoke:
-        say("  (smoke mode: tiny shapes, so the timings say nothing; targets are not checked)")
+    header = "ratio (of best-of-N times, or of bytes; lower is faster/smaller)"
+    print_ratio_table(rows, header, args.smoke, say)
     return lines
 
 
 def main(argv: list[str] | None = None) -> list[str]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    parser.add_argument("--dtype", default="float32", help="float32 (default) or bfloat16")
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes, a few seconds")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed rounds (default 5)")
-    args = parser.parse_args(argv)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error("--device cuda needs a CUDA GPU, and torch.cuda.is_available() is False.")
-    return run(args)
+    return run(parse_ratio_args(ratio_parser(__doc__.split("\n\n")[0]), argv))
 
 
 if __name__ == "__main__":

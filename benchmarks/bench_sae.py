@@ -21,28 +21,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import torch
+from timing import best_times
 
 import interp
 from interp.sae import HookedSAETransformer
 from interp.sae.features import feature_acts, text_windows, top_activations
 from interp.train import default_text
-
-
-def best_times(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """The best wall time of each run over ``repeats`` interleaved rounds (one warm-up)."""
-    best = dict.fromkeys(runs, float("inf"))
-    for round_ in range(repeats + 1):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            elapsed = time.perf_counter() - start
-            if round_:  # the first round warms up
-                best[name] = min(best[name], elapsed)
-    return best
 
 
 def main(argv: list[str] | None = None) -> None:
