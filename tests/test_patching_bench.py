@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_patching.py"
+from tests.benchmark_runs import run_benchmark
 
 
 def test_benchmark_smoke_mode_runs_and_agrees_with_transformer_lens():
-    completed = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--smoke", "--threads", "1", "--repeats", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    out = run_benchmark(
+        "bench_patching.py", "--smoke", "--threads", "1", "--repeats", "1", timeout=300
     )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    lines = [line for line in completed.stdout.splitlines() if "TransformerLens" in line]
+    lines = [line for line in out.splitlines() if "TransformerLens" in line]
     assert len(lines) == 2 and all("max |diff|" in line for line in lines)

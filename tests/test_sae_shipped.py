@@ -3,9 +3,6 @@ and feature attribution ranks features as exact feature patching does."""
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +12,7 @@ from interp.sae.features import feature_attribution, feature_patch, spearman
 from interp.sae.shipped import list_saes, sae_card
 from interp.sae.train import QUICK_EVAL_CHARS, sae_figures
 from interp.train import default_text, split_text
+from tests.benchmark_runs import row_after, run_benchmark
 
 NAME = "shakespeare-char-resid-l1"
 
@@ -93,12 +91,8 @@ def test_attribution_ranks_features_as_exact_patching(model, sae):
 
 
 def test_benchmark_smoke_mode_prints_every_figure():
-    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sae.py"
-    done = subprocess.run(
-        [sys.executable, str(bench), "--smoke"], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "spliced features equal the SAE on the plain cache: True" in done.stdout
+    out = run_benchmark("bench_sae.py", "--smoke")
+    assert "spliced features equal the SAE on the plain cache: True" in out
     for label in [
         "spliced forward caching features / plain forward caching the hook",
         "spliced / plain forward + the same SAE by hand",
@@ -106,6 +100,4 @@ def test_benchmark_smoke_mode_prints_every_figure():
         "top_activations, tokens/s",
         "top_activations / feature_acts alone",
     ]:
-        row = next((line for line in done.stdout.splitlines() if label in line), None)
-        assert row is not None, f"no row {label!r} in:\n{done.stdout}"
-        assert float(re.search(r"(\d+(\.\d+)?)x?\s*$", row).group(1)) > 0
+        assert float(re.search(r"(\d+(\.\d+)?)x?\s*$", row_after(out, label)).group(1)) > 0

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_serve.py"
+from tests.benchmark_runs import run_benchmark
 
 
 def test_load_benchmark_smoke_mode_serves_every_request():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--smoke"], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
+    out = run_benchmark("bench_serve.py", "--smoke")
     assert "2 clients, 30 requests in" in out
     assert "errors: 0" in out
     row = next(line for line in out.splitlines() if line.startswith("all but patch"))
