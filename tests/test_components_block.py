@@ -332,33 +332,20 @@ COMMON = (
     "attn.hook_attn_scores", "attn.hook_pattern", "mlp.hook_pre", "mlp.hook_post",
 )  # fmt: skip
 FINAL = {"hook_embed", "ln_final.hook_scale", "ln_final.hook_normalized"}
+SEQUENTIAL_GATED = ("hook_resid_mid", "mlp.hook_pre_linear")
+POST_NORMS = (
+    "ln1_post.hook_scale", "ln1_post.hook_normalized", "ln2_post.hook_scale",
+    "ln2_post.hook_normalized",
+)  # fmt: skip
+QK_NORMS = (
+    "attn.q_norm.hook_scale", "attn.q_norm.hook_normalized", "attn.k_norm.hook_scale",
+    "attn.k_norm.hook_normalized",
+)  # fmt: skip
 TL_HOOK_NAMES = {
-    "llama": FINAL | block_hooks(*COMMON, "hook_resid_mid", "mlp.hook_pre_linear"),
+    "llama": FINAL | block_hooks(*COMMON, *SEQUENTIAL_GATED),
     "neox": FINAL | block_hooks(*COMMON),
-    "gemma2": FINAL
-    | block_hooks(
-        *COMMON,
-        "hook_resid_mid",
-        "mlp.hook_pre_linear",
-        "ln1_post.hook_scale",
-        "ln1_post.hook_normalized",
-        "ln2_post.hook_scale",
-        "ln2_post.hook_normalized",
-    ),  # fmt: skip
-    "gemma3": FINAL
-    | block_hooks(
-        *COMMON,
-        "hook_resid_mid",
-        "mlp.hook_pre_linear",
-        "ln1_post.hook_scale",
-        "ln1_post.hook_normalized",
-        "ln2_post.hook_scale",
-        "ln2_post.hook_normalized",
-        "attn.q_norm.hook_scale",
-        "attn.q_norm.hook_normalized",
-        "attn.k_norm.hook_scale",
-        "attn.k_norm.hook_normalized",
-    ),  # fmt: skip
+    "gemma2": FINAL | block_hooks(*COMMON, *SEQUENTIAL_GATED, *POST_NORMS),
+    "gemma3": FINAL | block_hooks(*COMMON, *SEQUENTIAL_GATED, *POST_NORMS, *QK_NORMS),
 }
 GEMMA3 = {
     **GEMMA2, "attn_scores_soft_cap": -1.0, "output_logits_soft_cap": -1.0, "use_qk_norm": True,
