@@ -1,8 +1,10 @@
 """Shared fixtures: small random-weight Hugging Face GPT-2 models and their interp twins, the
-GPT-2 tokenizer as a Hugging Face object, and torch on one thread for a module."""
+GPT-2 tokenizer as a Hugging Face object, torch on one thread for a module, and the system's
+Chromium for the browser tests."""
 
 from __future__ import annotations
 
+import shutil
 from importlib import resources
 
 import pytest
@@ -10,6 +12,15 @@ import torch
 import transformers
 
 from interp.loading.hf import from_hf_model
+
+# The system's Chromium, for the tests that render pages in it (marked with NEEDS_CHROMIUM).
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+NEEDS_CHROMIUM = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)"
+    ),
+]
 
 
 def make_hf_gpt2(

@@ -4,7 +4,6 @@ JavaScript error, and hostile token strings stay text."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,14 +14,9 @@ from interp import HookedTransformer, HookedTransformerConfig
 from interp.viz.activations import token_activations
 from interp.viz.attention import attention_heads, attention_pattern
 from interp.viz.report import write_report
+from tests.conftest import CHROMIUM, NEEDS_CHROMIUM
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)"
-    ),
-]
+pytestmark = NEEDS_CHROMIUM
 XSS_SCRIPT = "</script><script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
 XSS_IMG_NO_SPACES = "<img/src/onerror=alert(2)>"  # runs if ever parsed as markup

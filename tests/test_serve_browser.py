@@ -6,7 +6,6 @@ Screenshots land in the test's tmp_path (set INTERP_SCREENSHOTS=DIR to keep them
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,10 @@ import interp
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.cli import DEMO_CORRUPTED, DEMO_PROMPT
 from interp.serve import BackgroundServer, create_app
+from tests.conftest import CHROMIUM, NEEDS_CHROMIUM
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium)"
-    ),
-]
+pytestmark = NEEDS_CHROMIUM
 XSS_SCRIPT = "</script><script>window.__xss = 1</script>"
 XSS_IMG = '"><img src=x onerror="window.__xss = 2">'
 XSS_BOLD = "<b>bold</b> &amp;"
