@@ -44,17 +44,13 @@ import torch  # noqa: E402
 def parity(device: str, lines: list[str]) -> bool:
     """Every family case against Hugging Face on ``device``; one line per case."""
     from interp import HookedTransformer
-    from tests.test_families_parity import CASES, randomize, tokens
+    from tests.test_families_parity import CASES, saved, tokens
 
     ok = True
     for name, case in CASES.items():
-        torch.manual_seed(0)
-        hf_model = case.make().eval()
-        randomize(hf_model, case.weight_std)
-        hf_class = type(hf_model)
         implementation = "sdpa" if case.sdpa else "eager"
         with tempfile.TemporaryDirectory() as folder, torch.no_grad():
-            hf_model.save_pretrained(folder)
+            hf_class = type(saved(folder, name))
             ids = tokens().to(device)
             logits, models = {}, {}
             for dtype in (torch.float32, torch.bfloat16):

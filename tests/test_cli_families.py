@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from interp import HookedTransformer
 from interp.cli import main
-from tests.test_families_parity import CASES, VOCAB, randomize
+from tests.test_families_parity import VOCAB, saved
 
 PROMPT = "w1 w2 w3 w4 w5 w6 w7"
 CORRUPTED = "w1 w2 w9 w4 w5 w6 w7"
@@ -29,12 +29,8 @@ def word_tokenizer() -> transformers.PreTrainedTokenizerFast:
 
 @pytest.fixture(scope="module", params=["llama-gqa2-llama3-rope", "gemma2-soft-caps-bite-window-4"])
 def folder(request, tmp_path_factory):
-    case = CASES[request.param]
-    torch.manual_seed(0)
-    hf_model = case.make().eval()
-    randomize(hf_model, case.weight_std)
     folder = tmp_path_factory.mktemp(request.param)
-    hf_model.save_pretrained(folder)
+    saved(folder, request.param)
     word_tokenizer().save_pretrained(folder)
     return folder
 

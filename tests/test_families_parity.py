@@ -188,6 +188,16 @@ def randomize(hf_model: transformers.PreTrainedModel, std: float) -> None:
             param.copy_(noise * std if param.ndim >= 2 else param + noise * 0.1)
 
 
+def saved(folder: Path | str, case: str, **save_kwargs) -> transformers.PreTrainedModel:
+    """Case ``case``'s Hugging Face model (seed 0, then ``randomize``d), in eval mode, saved to
+    ``folder`` with ``save_pretrained(folder, **save_kwargs)``."""
+    torch.manual_seed(0)
+    hf_model = CASES[case].make().eval()
+    randomize(hf_model, CASES[case].weight_std)
+    hf_model.save_pretrained(folder, **save_kwargs)
+    return hf_model
+
+
 def tokens() -> torch.Tensor:
     return torch.randint(0, VOCAB, (2, N_CTX), generator=torch.Generator().manual_seed(1))
 
@@ -202,11 +212,8 @@ def hugging_face(hf_class: type, folder: Path, implementation: str):
 @pytest.fixture(scope="module", params=list(CASES))
 def loaded(request, tmp_path_factory):
     case = CASES[request.param]
-    torch.manual_seed(0)
-    hf_model = case.make().eval()
-    randomize(hf_model, case.weight_std)
     folder = tmp_path_factory.mktemp(request.param)
-    hf_model.save_pretrained(folder, **({"max_shard_size": "40KB"} if case.shard else {}))
+    hf_model = saved(folder, request.param, **({"max_shard_size": "40KB"} if case.shard else {}))
     if case.shard:
         assert len(list(folder.glob("model-*.safetensors"))) > 1
     model = HookedTransformer.from_pretrained_no_processing(folder).eval()

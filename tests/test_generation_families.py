@@ -12,7 +12,7 @@ import torch
 from interp import HookedTransformer
 from interp.kv_cache import KeyValueCache
 from tests.family_models import FAMILIES, make_model
-from tests.test_families_parity import CASES, VOCAB, randomize
+from tests.test_families_parity import CASES, VOCAB, saved
 
 N_NEW = 12  # longer than every case's sliding window (3 to 5), so the windows bite
 PROMPT_LENGTHS = (7, 4, 5)  # a batch left-padded to 7
@@ -21,12 +21,8 @@ PROMPT_LENGTHS = (7, 4, 5)  # a batch left-padded to 7
 @pytest.fixture(scope="module", params=list(CASES))
 def pair(request, tmp_path_factory):
     """(our model, Hugging Face's) on one case's random weights, saved and loaded back."""
-    case = CASES[request.param]
-    torch.manual_seed(0)
-    hf_model = case.make().eval()
-    randomize(hf_model, case.weight_std)
     folder = tmp_path_factory.mktemp(request.param)
-    hf_model.save_pretrained(folder)
+    hf_model = saved(folder, request.param)
     model = HookedTransformer.from_pretrained_no_processing(folder, tokenizer=None).eval()
     hf_model = type(hf_model).from_pretrained(folder).eval()
     return model, hf_model

@@ -21,16 +21,7 @@ from interp.loading.checkpoint import CheckpointError
 from interp.loading.families import LLAMA
 from interp.loading.pretrained import MODEL_ALIASES, get_official_model_name
 from interp.tokenizers import HuggingFaceTokenizer
-from tests.test_families_parity import CASES, gemma3_multimodal, llama, randomize, tokens
-
-
-def saved(tmp_path, case: str, **save_kwargs):
-    """A case of test_families_parity saved to a folder, and its Hugging Face model."""
-    torch.manual_seed(0)
-    hf_model = CASES[case].make().eval()
-    randomize(hf_model, CASES[case].weight_std)
-    hf_model.save_pretrained(tmp_path, **save_kwargs)
-    return hf_model
+from tests.test_families_parity import gemma3_multimodal, llama, randomize, saved, tokens
 
 
 @pytest.mark.parametrize(

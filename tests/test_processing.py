@@ -13,7 +13,7 @@ from interp import HookedTransformer, HookedTransformerConfig
 from interp.loading import processing
 from interp.loading.hf import from_hf_model
 from tests.conftest import make_hf_gpt2
-from tests.test_families_parity import CASES, randomize
+from tests.test_families_parity import CASES, saved
 from tests.test_families_parity import tokens as family_tokens
 from tests.test_loading_hf import tokens
 
@@ -183,12 +183,8 @@ def log_probs_of(model: HookedTransformer) -> torch.Tensor:
 @pytest.fixture(scope="module", params=list(FAMILY_CASES))
 def family_folder(request, tmp_path_factory):
     """A random tiny checkpoint of one family (see tests.test_families_parity), saved."""
-    case = FAMILY_CASES[request.param]
-    torch.manual_seed(0)
-    hf_model = case.make().eval()
-    randomize(hf_model, case.weight_std)  # norm weights away from 1, so folding matters
     folder = tmp_path_factory.mktemp(request.param)
-    hf_model.save_pretrained(folder)
+    saved(folder, request.param)  # randomized: norm weights away from 1, so folding matters
     return folder
 
 
