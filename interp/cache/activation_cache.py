@@ -1,10 +1,10 @@
 """ActivationCache: the activations of one forward pass, by hook name.
 
 The container is here (indexing, moving, batch slicing); what it computes from the
-activations is in its mixins, one file a concept: ``cache_resid`` (residual-stream
-decompositions), ``cache_components`` (per-head and per-neuron stacks) and
-``cache_logit_attrs`` (layer norm on stacks, direct logit attribution). Keys resolve in
-``cache_keys``; ``pos_slice`` arguments in ``cache_positions``.
+activations is in its mixins, one file a concept: ``resid`` (residual-stream
+decompositions), ``components`` (per-head and per-neuron stacks) and ``logit_attrs`` (layer
+norm on stacks, direct logit attribution). Keys resolve in ``keys``; ``pos_slice`` arguments
+in ``positions``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.cache_components import ComponentStackMixin
-from interp.cache_keys import missing_key_message, resolve_key
-from interp.cache_logit_attrs import LogitAttributionMixin
-from interp.cache_positions import PosSlice, slice_positions
-from interp.cache_resid import ResidDecompositionMixin
+from interp.cache.components import ComponentStackMixin
+from interp.cache.keys import missing_key_message, resolve_key
+from interp.cache.logit_attrs import LogitAttributionMixin
+from interp.cache.positions import PosSlice, slice_positions
+from interp.cache.resid import ResidDecompositionMixin
 from interp.utils import Slice
 
 __all__ = ["ActivationCache", "PosSlice", "slice_positions"]

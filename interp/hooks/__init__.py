@@ -7,13 +7,13 @@ are removed when they finish, even when the forward pass raises, and only the th
 added them runs them; permanent hooks stay until ``reset_hooks(including_permanent=True)``.
 
 The code lives in one file per concept: ``hook_point`` (``HookPoint``, ``Hook``),
-``hook_names`` (names filters and ``(name, fn)`` pairs) and ``hooked_root_module``
-(``HookedRootModule``); this module gathers their names.
+``names`` (names filters and ``(name, fn)`` pairs) and ``root_module``
+(``HookedRootModule``); this package gathers their names.
 """
 
-from interp.hook_names import HookName, NamesFilter
-from interp.hook_point import Direction, Hook, HookFn, HookPoint
-from interp.hooked_root_module import HookedRootModule
+from interp.hooks.hook_point import Direction, Hook, HookFn, HookPoint
+from interp.hooks.names import HookName, NamesFilter
+from interp.hooks.root_module import HookedRootModule
 
 __all__ = [
     "Direction",

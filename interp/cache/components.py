@@ -17,7 +17,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.analysis.labels import neuron_labels
-from interp.cache_positions import PosSlice, slice_positions
+from interp.cache.positions import PosSlice, slice_positions
 from interp.components.norms import applied_weight
 from interp.utils import Slice, get_act_name
 

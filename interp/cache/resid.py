@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.cache_positions import PosSlice, slice_positions
+from interp.cache.positions import PosSlice, slice_positions
 
 
 class ResidDecompositionMixin:

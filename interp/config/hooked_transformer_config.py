@@ -1,6 +1,6 @@
 """HookedTransformerConfig: every number that fixes a model's shape and behaviour, with its
 TransformerLens field names, the fields derived from others, dict round trips and the
-GPT-2 family's presets. What makes a config valid is in ``interp.config_checks``.
+GPT-2 family's presets. What makes a config valid is in ``interp.config.checks``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from interp.config_checks import (
+from interp.config.checks import (
     ACTIVATION_FUNCTIONS,
     ATTENTION_TYPES,
     NORMALIZATION_TYPES,

@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.cache_positions import PosSlice, slice_positions
+from interp.cache.positions import PosSlice, slice_positions
 from interp.components.norms import applied_weight
 from interp.utils import Slice
 

@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 
 from interp.caching import ActivationKeeper, PositionSlice
-from interp.hook_names import HookName, HookNamesMixin, NamesFilter, check_hook_pairs
-from interp.hook_point import Direction, Hook, HookFn, HookPoint
+from interp.hooks.hook_point import Direction, Hook, HookFn, HookPoint
+from interp.hooks.names import HookName, HookNamesMixin, NamesFilter, check_hook_pairs
 
 _BWD_HOOKS_RESET_WARNING = (  # TransformerLens's text, then the fix
     "WARNING: Hooks will be reset at the end of run_with_hooks. This removes the backward "

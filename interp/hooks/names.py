@@ -18,7 +18,7 @@ from typing import Any
 
 from torch import Tensor
 
-from interp.hook_point import HookFn, HookPoint
+from interp.hooks.hook_point import HookFn, HookPoint
 
 HookName = str | Callable[[str], bool]
 NamesFilter = None | str | Sequence[str] | Callable[[str], bool]
