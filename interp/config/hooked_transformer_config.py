@@ -12,10 +12,6 @@ from typing import Any
 import torch
 
 from interp.config.checks import (
-    ACTIVATION_FUNCTIONS,
-    ATTENTION_TYPES,
-    NORMALIZATION_TYPES,
-    POSITIONAL_EMBEDDING_TYPES,
     check_attention,
     check_blocks,
     check_choices,
@@ -27,14 +23,7 @@ from interp.config.checks import (
     resolve_init_range,
 )
 
-__all__ = [
-    "ACTIVATION_FUNCTIONS",
-    "ATTENTION_TYPES",
-    "NORMALIZATION_TYPES",
-    "POSITIONAL_EMBEDDING_TYPES",
-    "HookedTransformerConfig",
-    "preset_config",
-]
+__all__ = ["HookedTransformerConfig", "preset_config"]
 
 
 @dataclass
