@@ -23,6 +23,7 @@ EXPECTED = [
     "06_sparse_autoencoders.ipynb",
     "07_harvesting.ipynb",
     "08_dashboard.ipynb",
+    "09_model_families.ipynb",
 ]
 # A guard against a hung kernel, not a speed test: each notebook takes well under a minute.
 NOTEBOOK_TIMEOUT_S = 300
