@@ -7,17 +7,26 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+# Checking a bias reads it once (a few microseconds); skipping it saves a pass over
+# rows x d_out. Below this many rows (a decoding step, a short prompt) the check would cost
+# more than it saves, so the bias is simply added.
+MIN_ROWS_TO_CHECK_BIAS = 64
 
-def bias_is_skippable(bias: Tensor) -> bool:
-    """Whether adding ``bias`` after a matrix multiply can be left out: on the CPU, when it is
-    all zeros and no gradient must reach it.
+
+def bias_is_skippable(bias: Tensor, rows: int) -> bool:
+    """Whether adding ``bias`` to a product of ``rows`` rows can be left out: on the CPU, for
+    at least ``MIN_ROWS_TO_CHECK_BIAS`` rows, when it is all zeros and no gradient must reach
+    it.
 
     Checkpoints of the Llama, Mistral, Qwen and Gemma families have no biases (TransformerLens,
     and so interp, keeps zeros in their place), and on the CPU ``addmm`` first copies the bias
     into every row of its output: a whole extra pass over it. On an accelerator the addition is
     fused and free, and checking the values would wait for the device, so it is always kept.
+    The values are read on every call, so a bias edited in place is never missed.
     """
-    if bias.device.type != "cpu" or (bias.requires_grad and torch.is_grad_enabled()):
+    if rows < MIN_ROWS_TO_CHECK_BIAS or bias.device.type != "cpu":
+        return False
+    if bias.requires_grad and torch.is_grad_enabled():
         return False
     return not bias.any()
 
@@ -28,7 +37,10 @@ def affine(
     """``x @ weight + bias`` as one fused matrix multiply-add (a plain multiply when the bias
     is all zeros on the CPU and needs no gradient: see ``bias_is_skippable``)."""
     flat_x = x.reshape(-1, x.shape[-1])
-    flat = flat_x @ weight if bias_is_skippable(bias) else torch.addmm(bias, flat_x, weight)
+    if bias_is_skippable(bias, rows=flat_x.shape[0]):
+        flat = flat_x @ weight
+    else:
+        flat = torch.addmm(bias, flat_x, weight)
     return flat.view(*x.shape[:-1], weight.shape[-1])
 
 

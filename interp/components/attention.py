@@ -115,7 +115,7 @@ class Attention(nn.Module):
         h, m, d = weight.shape
         batch, pos = x.shape[:2]
         flat_x = x.reshape(1, batch * pos, m).expand(h, -1, -1)
-        if bias_is_skippable(bias):
+        if bias_is_skippable(bias, rows=batch * pos):
             per_head = torch.bmm(flat_x, weight)  # [n_heads, batch*pos, d_head]
         else:
             per_head = torch.baddbmm(bias[:, None, :], flat_x, weight)
