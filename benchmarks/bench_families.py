@@ -155,10 +155,7 @@ def forward_rows(
             repeats,
             device,
         )
-        held, peak = cache_bytes(lambda: ours.run_with_cache(tokens), device)
-        _, cache = ours.run_with_cache(tokens)
-        n_cached = len(cache)
-        del cache
+        held, peak, n_cached = cache_bytes(lambda: ours.run_with_cache(tokens), device)
         say(
             f"  the full cache holds {n_cached} of {len(ours.hook_dict)} hooks, "
             f"{held / 2**30:.2f} GiB"

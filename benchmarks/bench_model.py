@@ -129,8 +129,9 @@ def bytes_held(tensors: Iterable[Tensor]) -> int:
     return sum(storages.values())
 
 
-def cache_bytes(run_with_cache: Callable[[], Any], device: str) -> tuple[int, int | None]:
-    """Bytes a cache holds, and (on CUDA) the peak memory its run allocated above the start."""
+def cache_bytes(run_with_cache: Callable[[], Any], device: str) -> tuple[int, int | None, int]:
+    """Bytes a cache holds, (on CUDA) the peak memory its run allocated above the start, and
+    how many activations it holds."""
     if device.startswith("cuda"):
         synchronize(device)
         torch.cuda.reset_peak_memory_stats()
@@ -140,9 +141,9 @@ def cache_bytes(run_with_cache: Callable[[], Any], device: str) -> tuple[int, in
     if device.startswith("cuda"):
         synchronize(device)
         peak = torch.cuda.max_memory_allocated() - before
-    held = bytes_held(cache.values())
+    held, n_held = bytes_held(cache.values()), len(cache)
     del cache
-    return held, peak
+    return held, peak, n_held
 
 
 # -------------------------------------------------------------------------------- main
@@ -222,15 +223,15 @@ def run(args: argparse.Namespace) -> list[str]:
         alone = best_times({"matmul": contenders["matmul"]}, 10, device)["matmul"]
         peak_rate = 2.0 * matmul_size**3 / min(seconds["matmul"], alone)
 
-        ours_bytes, ours_peak = cache_bytes(lambda: ours.run_with_cache(tokens), device)
+        ours_bytes, ours_peak, _ = cache_bytes(lambda: ours.run_with_cache(tokens), device)
         if bridge is not None:
-            tl_bytes, tl_peak = cache_bytes(lambda: bridge.run_with_cache(tokens), device)
+            tl_bytes, tl_peak, _ = cache_bytes(lambda: bridge.run_with_cache(tokens), device)
             shared_names = set(ours.hook_dict) & set(bridge.hook_dict)
-            tl_same_bytes, _ = cache_bytes(
+            tl_same_bytes, _, _ = cache_bytes(
                 lambda: bridge.run_with_cache(tokens, names_filter=lambda n: n in shared_names),
                 device,
             )
-            our_same_bytes, _ = cache_bytes(
+            our_same_bytes, _, _ = cache_bytes(
                 lambda: ours.run_with_cache(tokens, names_filter=sorted(shared_names)), device
             )
 
