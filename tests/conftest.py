@@ -1,9 +1,10 @@
 """Shared fixtures: small random-weight Hugging Face GPT-2 models and their interp twins, the
-GPT-2 tokenizer as a Hugging Face object, torch on one thread for a module, and the system's
-Chromium for the browser tests."""
+GPT-2 tokenizer as a Hugging Face object, torch's thread count (``INTERP_TEST_THREADS``, and one
+thread for a module), and the system's Chromium for the browser tests."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from importlib import resources
 
@@ -86,6 +87,43 @@ def gpt2_model():
     """A small random model with the offline GPT-2 tokenizer (full 50257-token vocabulary)."""
     hf_model = make_hf_gpt2(vocab_size=50257, n_positions=128, n_embd=32, n_head=2)
     return from_hf_model(hf_model, tokenizer="gpt2").eval()
+
+
+def requested_threads() -> int | None:
+    """``INTERP_TEST_THREADS`` (a positive integer) or None when it is unset: the thread count
+    the suite runs torch with, so a run on one machine repeats on another (CI runs 1 and 2)."""
+    value = os.environ.get("INTERP_TEST_THREADS", "")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(
+            f"INTERP_TEST_THREADS must be a positive integer, got {value!r}; e.g. 1 or 2."
+        )
+    return int(value)
+
+
+# The count every test module starts with: the requested one, else torch's default (read
+# before any test module is imported, since some set one thread for themselves).
+THREADS = requested_threads() or torch.get_num_threads()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Torch, and the Python processes tests start (OMP_NUM_THREADS), on the requested count."""
+    if requested_threads() is not None:
+        os.environ["OMP_NUM_THREADS"] = str(THREADS)
+        torch.set_num_threads(THREADS)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"torch threads: {THREADS} (INTERP_TEST_THREADS={os.environ.get('INTERP_TEST_THREADS')})"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_threads():
+    """Each test module starts on ``THREADS`` threads, whatever the module before it set."""
+    torch.set_num_threads(THREADS)
+    yield
+    torch.set_num_threads(THREADS)
 
 
 @pytest.fixture(scope="module")
