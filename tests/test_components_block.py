@@ -34,6 +34,7 @@ from interp.components import (
     make_norm,
 )
 from interp.kv_cache import KeyValueCache
+from tests.tolerances import model_tolerance, tolerance
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +114,10 @@ def test_rms_norm_with_folded_gemma_weight_equals_gemma2_rms_norm():
     reference.weight.copy_(weight)
     ours.w.copy_(1 + weight)
     x = randn(2, 5, 64, seed=4)
-    torch.testing.assert_close(ours(x), reference(x), atol=1e-6, rtol=1e-6)
+    expected = reference(x)
+    torch.testing.assert_close(
+        ours(x), expected, **tolerance(torch.float32, reduction=64, magnitude=expected)
+    )
     assert applied_weight(ours) is ours.w
 
 
@@ -134,7 +138,10 @@ def test_rms_norm_hooks_behave_like_layer_norm_hooks():
     assert out.dtype == torch.bfloat16
     # A hook that rewrites the scale is divided by, as LayerNorm's hook_scale.
     norm.hook_scale.add_hook(lambda scale, hook: scale * 2)
-    torch.testing.assert_close(norm(x).float(), out.float() / 2, atol=2e-2, rtol=2e-2)
+    halved = out.float() / 2
+    torch.testing.assert_close(
+        norm(x).float(), halved, **tolerance(torch.bfloat16, magnitude=halved)
+    )
 
 
 def test_make_norm_follows_normalization_type():
@@ -175,7 +182,10 @@ def test_gated_mlp_equals_transformers_and_hooks_gate_up_and_product(
     seen = {}
     for name in ("hook_pre", "hook_pre_linear", "hook_post"):
         getattr(ours, name).add_hook(lambda act, hook, name=name: seen.__setitem__(name, act))
-    torch.testing.assert_close(ours(x), reference(x), atol=1e-5, rtol=1e-5)
+    expected = reference(x)
+    torch.testing.assert_close(
+        ours(x), expected, **tolerance(torch.float32, reduction=96, magnitude=expected)
+    )
     gate, up = reference.gate_proj(x), reference.up_proj(x)
     torch.testing.assert_close(seen["hook_pre"], gate)
     torch.testing.assert_close(seen["hook_pre_linear"], up)
@@ -202,7 +212,10 @@ def test_plain_mlp_equals_gpt_neox_mlp_with_exact_gelu():
     ours.W_out.copy_(reference.dense_4h_to_h.weight.T)
     ours.b_out.copy_(reference.dense_4h_to_h.bias)
     x = randn(2, 5, 64, seed=9)
-    torch.testing.assert_close(ours(x), reference(x), atol=1e-6, rtol=1e-5)
+    expected = reference(x)  # two sums: over d_model = 64, then d_mlp = 256
+    torch.testing.assert_close(
+        ours(x), expected, **tolerance(torch.float32, reduction=256, magnitude=expected)
+    )
     assert not hasattr(ours, "hook_pre_linear") and not hasattr(ours, "W_gate")
 
 
@@ -261,7 +274,8 @@ def test_neox_block_equals_gpt_neox_layer(parallel):
     position_ids = torch.arange(7)[None]
     cos_sin = GPTNeoXRotaryEmbedding(hf_config)(x, position_ids)
     expected = reference(x, causal_mask(7), position_ids, position_embeddings=cos_sin)
-    torch.testing.assert_close(block(x), expected, atol=1e-5, rtol=1e-5)
+    block_tolerance = tolerance(torch.float32, reduction=256, depth=2, magnitude=expected)
+    torch.testing.assert_close(block(x), expected, **block_tolerance)
     assert hasattr(block, "hook_resid_mid") is not parallel
 
 
@@ -297,7 +311,8 @@ def test_gemma2_block_equals_gemma2_decoder_layer():
             position_ids=position_ids,
         )  # fmt: skip
         expected = expected[0] if isinstance(expected, tuple) else expected
-        torch.testing.assert_close(block(x), expected, atol=1e-5, rtol=1e-5)
+        block_tolerance = tolerance(torch.float32, reduction=96, depth=2, magnitude=expected)
+        torch.testing.assert_close(block(x), expected, **block_tolerance)
 
 
 def test_sandwich_norms_come_before_the_out_hooks():
@@ -361,7 +376,7 @@ def test_run_with_cache_has_every_transformer_lens_hook_name(family):
     logits, cache = model.run_with_cache(tokens)
     assert set(cache.keys()) == set(model.hook_dict) == TL_HOOK_NAMES[family]
     # The cache's explicit attention path equals the fused one.
-    torch.testing.assert_close(logits, model(tokens), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits, model(tokens), **model_tolerance(model.cfg, logits))
     assert {name for name, _ in hook_shapes(model)} == TL_HOOK_NAMES[family]  # `interp hooks`
     cfg = model.cfg
     n_kv = cfg.n_key_value_heads or cfg.n_heads
@@ -388,7 +403,8 @@ def test_opt_in_hooks_complete_transformer_lens_set(family):
     assert cache["blocks.0.hook_k_input"].shape == (1, 5, n_kv, 64)
     plain = HookedTransformer(FAMILIES[family])
     plain.load_state_dict(model.state_dict())
-    torch.testing.assert_close(model(tokens), plain(tokens), atol=1e-5, rtol=1e-5)
+    expected = plain(tokens)
+    torch.testing.assert_close(model(tokens), expected, **model_tolerance(model.cfg, expected))
 
 
 def test_use_attn_in_with_grouped_query_attention_is_a_clear_error():
@@ -418,12 +434,12 @@ def test_rotary_positions_follow_left_padding_and_every_entry_point():
     alone = model(tokens)
     padded = torch.cat([torch.zeros(1, 2, dtype=torch.long), tokens], dim=1)
     mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1]])
-    torch.testing.assert_close(model(padded, attention_mask=mask)[:, 2:], alone, atol=1e-5,
-                               rtol=1e-5)  # fmt: skip
+    within = model_tolerance(model.cfg, alone)
+    torch.testing.assert_close(model(padded, attention_mask=mask)[:, 2:], alone, **within)
     # start_at_layer / stop_at_layer resume with the same positions.
     resid = model(padded, attention_mask=mask, stop_at_layer=1)
     resumed = model(resid, start_at_layer=1, attention_mask=mask)
-    torch.testing.assert_close(resumed[:, 2:], alone, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(resumed[:, 2:], alone, **within)
     with pytest.raises(ValueError, match="rotary position embeddings: no W_pos"):
         model.W_pos  # noqa: B018
     assert model.W_gate.shape == (2, 64, 96) and model.W_K.shape == (2, 4, 64, 16)
@@ -453,4 +469,4 @@ def test_kv_cache_and_start_at_layer_continue_rotary_positions(padded):
     assert cache.entries[0].keys.shape == (2, 4, 2, 16)  # n_key_value_heads, not expanded
     residual = model.embed(tokens[:, 4:])
     rest = model(residual, start_at_layer=0, attention_mask=mask[:, 4:], past_kv_cache=cache)
-    torch.testing.assert_close(rest, full[:, 4:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rest, full[:, 4:], **model_tolerance(model.cfg, full))

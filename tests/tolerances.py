@@ -1,0 +1,87 @@
+"""How far apart two floating-point computations of the same values may be, from the dtype's
+precision and the size of the computation, never from what one machine printed.
+
+Two computations of one quantity (ours and Hugging Face's, a fused path and the explicit one,
+one thread and two) round differently: another summation order, another kernel, another
+formula for the same function. Each rounding is off by at most half an ulp, ``eps / 2`` of the
+value. A sum of ``n`` terms rounded one at a time carries ``n`` such errors of random sign: they
+add like a random walk, to about ``sqrt(n) * eps / 2`` of the sum's size (Higham and Mary's
+probabilistic bound; blocked and pairwise sums, which BLAS uses, do better). The difference of
+two such computations is about ``sqrt(2)`` times one's error, and the largest of the thousands
+of elements a test compares lies within about 5 standard deviations: ``SAFETY = 8`` covers both.
+A sub-layer (a norm, an attention, an MLP, the unembedding) chains a few such sums, whose
+errors add in quadrature, to at most ``sqrt(n) * eps``: the ``eps`` (not ``eps / 2``) of the
+bound, with room for a few ulp of error in elementwise functions (exp, tanh, erf, rsqrt) whose
+implementations differ. Sub-layers write one after the other into the residual stream and their
+errors add up, so the bound grows with the ``depth``, the number of sub-layers chained.
+Half-precision sums (bfloat16, float16) accumulate in float32, on the CPU as in CUDA kernels,
+and round once to the dtype: their error is float32's ``sqrt(n) * eps`` plus the dtype's
+``eps``, not ``sqrt(n)`` of the dtype's.
+
+The bound is relative to ``magnitude``, the typical size of the values compared (and of what
+was summed to make them): an element that is a near-zero difference of large terms is off by
+as much as the terms' rounding. ``atol`` is that bound, and ``rtol`` the same relative bound
+for the elements larger than ``magnitude``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+SAFETY = 8.0
+
+
+def error_bound(
+    dtype: torch.dtype,
+    *,
+    reduction: int = 1,
+    depth: int = 1,
+    magnitude: float | torch.Tensor = 1.0,
+) -> float:
+    """The largest difference two computations of values of about ``magnitude`` in ``dtype``
+    should show: ``SAFETY * (eps + accumulator eps * sqrt(reduction)) * depth * magnitude``
+    (the accumulator: float32 for half dtypes, the dtype itself otherwise), with ``reduction`` the
+    length of the longest sum (the inner dimension of a matmul) and ``depth`` the number of
+    sub-layers chained. A tensor ``magnitude`` stands for its root mean square."""
+    eps = torch.finfo(dtype).eps
+    accumulator_eps = min(eps, torch.finfo(torch.float32).eps)
+    per_layer = eps + accumulator_eps * math.sqrt(reduction)
+    return SAFETY * per_layer * depth * _magnitude(magnitude)
+
+
+def tolerance(
+    dtype: torch.dtype,
+    *,
+    reduction: int = 1,
+    depth: int = 1,
+    magnitude: float | torch.Tensor = 1.0,
+) -> dict[str, float]:
+    """``atol`` and ``rtol`` for ``torch.testing.assert_close`` comparing two computations:
+    ``error_bound`` at ``magnitude``, and relative to the elements larger than it."""
+    relative = error_bound(dtype, reduction=reduction, depth=depth)
+    return {"atol": relative * _magnitude(magnitude), "rtol": relative}
+
+
+def model_tolerance(
+    cfg, magnitude: float | torch.Tensor = 1.0, dtype: torch.dtype | None = None
+) -> dict[str, float]:
+    """``tolerance`` for a whole forward pass of a model with config ``cfg`` (a
+    ``HookedTransformerConfig``): its longest sum is the widest of d_model, d_mlp and the
+    heads' concatenated width; each layer chains an attention and an MLP, and the final norm
+    and unembedding one more."""
+    widths = [cfg.d_model, cfg.n_heads * cfg.d_head, cfg.d_mlp or 0]
+    return tolerance(
+        dtype or cfg.dtype,
+        reduction=max(widths),
+        depth=2 * cfg.n_layers + 1,
+        magnitude=magnitude,
+    )
+
+
+def _magnitude(magnitude: float | torch.Tensor) -> float:
+    """A float as it is; a tensor's root mean square (its typical element)."""
+    if isinstance(magnitude, torch.Tensor):
+        return magnitude.detach().double().pow(2).mean().sqrt().item()
+    return magnitude
