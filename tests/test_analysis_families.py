@@ -13,6 +13,7 @@ from interp import head_detector
 from interp.analysis.logit_attribution import direct_logit_attribution
 from interp.analysis.logit_lens import logit_lens
 from tests.family_models import FAMILIES, setup
+from tests.tolerances import error_bound, model_tolerance, sum_tolerance, tolerance
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -35,10 +36,11 @@ def test_decompositions_sum_to_the_stream(family):
     final = cache["resid_post", -1]
     stack, labels = cache.decompose_resid(return_labels=True)
     assert labels == ["embed", "0_attn_out", "0_mlp_out", "1_attn_out", "1_mlp_out"]
-    torch.testing.assert_close(stack.sum(0), final, atol=1e-5, rtol=0)
+    torch.testing.assert_close(stack.sum(0), final, **sum_tolerance(stack))
     for layer in (0, 1):
         stack = cache.decompose_resid(layer, mlp_input=True)
-        torch.testing.assert_close(stack.sum(0), mlp_stream(model, cache, layer), atol=1e-5, rtol=0)
+        want = mlp_stream(model, cache, layer)
+        torch.testing.assert_close(stack.sum(0), want, **sum_tolerance(stack))
     for options in (
         dict(),
         dict(expand_neurons=False),
@@ -50,7 +52,7 @@ def test_decompositions_sum_to_the_stream(family):
             want = mlp_stream(model, cache, 1)
         else:
             want = final[:, -1] if "pos_slice" in options else final
-        torch.testing.assert_close(stack.sum(0), want, atol=2e-5, rtol=0)
+        torch.testing.assert_close(stack.sum(0), want, **sum_tolerance(stack))
         assert labels[-2:] == ["embed", "bias"]
     mid = cache.accumulated_resid(incl_mid=True, return_labels=True)[1]
     if model.cfg.parallel_attn_mlp:
@@ -74,13 +76,15 @@ def test_head_and_neuron_results_sum_to_the_sublayer_outputs(family):
     for layer in range(model.cfg.n_layers):
         attn_bias = bias(layer + 1, False) - bias(layer, False)
         layer_heads = heads[layer * n_heads : (layer + 1) * n_heads].sum(0)
-        torch.testing.assert_close(
-            layer_heads + attn_bias, cache["attn_out", layer], atol=1e-5, rtol=0
-        )
+        per_head = heads[layer * n_heads : (layer + 1) * n_heads]
+        within = sum_tolerance(per_head, reduction=n_heads * model.cfg.d_head)
+        torch.testing.assert_close(layer_heads + attn_bias, cache["attn_out", layer], **within)
         mlp_bias = bias(layer + 1, True) - bias(layer + 1, False) - bias(layer, True)
         mlp_bias = mlp_bias + bias(layer, False)
-        neurons = cache.get_neuron_results(layer).sum(-2)
-        torch.testing.assert_close(neurons + mlp_bias, cache["mlp_out", layer], atol=1e-5, rtol=0)
+        neurons = cache.get_neuron_results(layer)
+        torch.testing.assert_close(
+            neurons.sum(-2) + mlp_bias, cache["mlp_out", layer], **sum_tolerance(neurons, -2)
+        )
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -90,9 +94,11 @@ def test_direct_logit_attribution_sums_to_the_logit_difference(family):
     model, clean, answers, logits, cache = run(family)
     dla = direct_logit_attribution(model, clean, answers[:, 0], answers[:, 1], cache=cache)
     assert "pos_embed" not in dla.labels and dla.head_attributions.shape == (2, 4, 2)
-    torch.testing.assert_close(
-        dla.attributions.sum(0) + dla.bias_term, dla.logit_diff, atol=1e-5, rtol=0
+    # Each attribution is a dot product over d_model: the total sums that many more products.
+    within = sum_tolerance(
+        dla.attributions, reduction=dla.attributions.shape[0] * model.cfg.d_model
     )
+    torch.testing.assert_close(dla.attributions.sum(0) + dla.bias_term, dla.logit_diff, **within)
     capped = logits[:, -1].gather(-1, answers).float()
     capped = capped[:, 0] - capped[:, 1]
     if model.cfg.output_logits_soft_cap > 0:
@@ -100,11 +106,15 @@ def test_direct_logit_attribution_sums_to_the_logit_difference(family):
         cap = model.cfg.output_logits_soft_cap
         uncapped = torch.atanh(logits[:, -1] / cap) * cap
         uncapped = uncapped.gather(-1, answers)
+        # atanh multiplies the capped logits' error by 1 / (1 - (logit / cap)^2).
+        stretch = (1 - (logits[:, -1].gather(-1, answers) / cap) ** 2).reciprocal().max()
+        unembedding = error_bound(torch.float32, reduction=model.cfg.d_model, magnitude=uncapped)
         torch.testing.assert_close(
-            dla.logit_diff, uncapped[:, 0] - uncapped[:, 1], atol=1e-4, rtol=0
+            dla.logit_diff, uncapped[:, 0] - uncapped[:, 1], atol=unembedding * stretch, rtol=0
         )
     else:
-        torch.testing.assert_close(dla.logit_diff, capped, atol=1e-5, rtol=0)
+        within = tolerance(torch.float32, reduction=model.cfg.d_model, magnitude=capped)
+        torch.testing.assert_close(dla.logit_diff, capped, **within)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -114,9 +124,11 @@ def test_logit_lens_last_stage_is_the_model(family):
     expected_stages = 3 if model.cfg.parallel_attn_mlp else 5
     assert len(lens.labels) == expected_stages and lens.labels[-1] == "final_post"
     probs = logits.float().softmax(-1)
-    torch.testing.assert_close(lens.top_probs[-1], probs.topk(3, dim=-1).values, atol=1e-5, rtol=0)
+    # A probability moves by at most twice its logits' largest error (the softmax's sum: d_vocab).
+    within = tolerance(torch.float32, reduction=model.cfg.d_vocab, depth=2, magnitude=logits)
+    torch.testing.assert_close(lens.top_probs[-1], probs.topk(3, dim=-1).values, **within)
     next_probs = probs[:, :-1].gather(-1, clean[:, 1:, None])[..., 0]
-    torch.testing.assert_close(lens.correct_probs[-1], next_probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(lens.correct_probs[-1], next_probs, **within)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -131,7 +143,7 @@ def test_head_detector_reads_each_query_heads_pattern(family):
     for layer in range(model.cfg.n_layers):
         pattern = cache["pattern", layer][0]  # [n_heads, query, key]
         expected = pattern.diagonal(offset=-1, dim1=-2, dim2=-1).sum(-1) / tokens.shape[0]
-        torch.testing.assert_close(scores[layer], expected, atol=1e-6, rtol=0)
+        torch.testing.assert_close(scores[layer], expected, **model_tolerance(model.cfg, expected))
     if model.cfg.window_size is not None:
         far = cache["pattern", 0][0].tril(-model.cfg.window_size)
         assert far.abs().max() == 0

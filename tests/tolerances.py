@@ -85,3 +85,17 @@ def _magnitude(magnitude: float | torch.Tensor) -> float:
     if isinstance(magnitude, torch.Tensor):
         return magnitude.detach().double().pow(2).mean().sqrt().item()
     return magnitude
+
+
+def sum_tolerance(
+    terms: torch.Tensor, dim: int = 0, reduction: int | None = None
+) -> dict[str, float]:
+    """``tolerance`` for the sum of ``terms`` along ``dim`` (a decomposition: heads, neurons,
+    layers) against the same total computed another way: ``reduction`` (by default the number
+    of terms; more when each term is itself a sum, e.g. a head's ``d_head`` products) sums, of
+    values no larger than the sum of the terms' sizes (the classic bound's scale)."""
+    return tolerance(
+        terms.dtype,
+        reduction=reduction or terms.shape[dim],
+        magnitude=terms.detach().abs().sum(dim),
+    )
