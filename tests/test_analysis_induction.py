@@ -17,6 +17,7 @@ from induction_circuit import (
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.analysis import induction_test, repeated_random_tokens
 from interp.analysis.head_scores import attention_similarity, induction_pattern
+from tests.tolerances import model_tolerance
 
 
 def test_repeated_random_tokens_layout():
@@ -63,7 +64,8 @@ def test_stripe_agrees_with_the_induction_detection_pattern():
             for b in range(4)
         ]
     ).mean(0)
-    torch.testing.assert_close(result.induction_scores[0], expected, atol=1e-5, rtol=0)
+    within = model_tolerance(model.cfg, expected)  # patterns of a run of its own
+    torch.testing.assert_close(result.induction_scores[0], expected, **within)
 
 
 def test_sequence_must_fit():

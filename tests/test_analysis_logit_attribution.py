@@ -8,6 +8,7 @@ from induction_circuit import INDUCTION_HEAD, planted_induction_model
 
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.analysis import direct_logit_attribution, repeated_random_tokens
+from tests.tolerances import model_tolerance, sum_tolerance
 
 
 def random_model(attn_only: bool, normalization_type: str | None) -> HookedTransformer:
@@ -30,6 +31,11 @@ def random_model(attn_only: bool, normalization_type: str | None) -> HookedTrans
     return model
 
 
+def attribution_tolerance(dla, d_model: int) -> dict[str, float]:
+    """The attributions' total: each a dot product over d_model, summed over the components."""
+    return sum_tolerance(dla.attributions, reduction=dla.attributions.shape[0] * d_model)
+
+
 @pytest.mark.parametrize(
     "attn_only, normalization_type", [(False, "LN"), (True, "LN"), (False, None)]
 )
@@ -40,8 +46,13 @@ def test_attributions_sum_to_the_logit_difference(attn_only, normalization_type)
     dla = direct_logit_attribution(model, tokens, correct, wrong, pos=-2)
     logits = model(tokens)[:, -2]
     actual = logits.gather(-1, correct[:, None])[:, 0] - logits.gather(-1, wrong[:, None])[:, 0]
-    torch.testing.assert_close(dla.logit_diff, actual, atol=1e-4, rtol=0)
-    torch.testing.assert_close(dla.attributions.sum(0) + dla.bias_term, actual, atol=1e-3, rtol=0)
+    # The cache's run against the model's, then the components' total against the cache's.
+    torch.testing.assert_close(dla.logit_diff, actual, **model_tolerance(model.cfg, logits))
+    torch.testing.assert_close(
+        dla.attributions.sum(0) + dla.bias_term,
+        dla.logit_diff,
+        **attribution_tolerance(dla, model.cfg.d_model),
+    )
     assert dla.head_attributions.shape == (2, 4, 3)
     assert dla.head_labels[1][3] == "L1H3" and dla.labels[7] == "L1H3"
     if attn_only:
@@ -63,8 +74,12 @@ def test_single_token_without_incorrect():
     model = random_model(False, "LN")
     tokens = torch.randint(0, 40, (2, 5), generator=torch.Generator().manual_seed(1))
     dla = direct_logit_attribution(model, tokens, 7)
+    logits = model(tokens)[:, -1]
+    torch.testing.assert_close(dla.logit_diff, logits[:, 7], **model_tolerance(model.cfg, logits))
     torch.testing.assert_close(
-        dla.attributions.sum(0) + dla.bias_term, model(tokens)[:, -1, 7], atol=1e-3, rtol=0
+        dla.attributions.sum(0) + dla.bias_term,
+        dla.logit_diff,
+        **attribution_tolerance(dla, model.cfg.d_model),
     )
 
 
