@@ -216,9 +216,17 @@ def test_fused_and_explicit_paths_agree_left_padded(combination):
     padding = torch.tensor([[False] * 3 + [True] * 4, [True] * 7])
     positions = (padding.long().cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad():
-        fused = attn(x, x, x, padding, query_positions=positions, key_positions=positions)
+        fused = attn(
+            x, x, x, key_padding_mask=padding, query_positions=positions, key_positions=positions
+        )
         reference = explicit(
-            attn, x, x, x, padding, query_positions=positions, key_positions=positions
+            attn,
+            x,
+            x,
+            x,
+            key_padding_mask=padding,
+            query_positions=positions,
+            key_positions=positions,
         )
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=0)
 
@@ -237,7 +245,7 @@ def test_cached_decoding_equals_the_full_forward(combination):
             entry, outputs, start = KeyValueCacheEntry(), [], 0
             for size in (5, 1, 2, 1):
                 chunk = x[:, start : start + size]
-                outputs.append(path(chunk, chunk, chunk, past_kv=entry))
+                outputs.append(path(chunk, chunk, chunk, past_kv_cache_entry=entry))
                 start += size
             torch.testing.assert_close(torch.cat(outputs, dim=1), whole, atol=1e-5, rtol=0)
             assert entry.keys.shape == (2, 9, cfg.n_key_value_heads, 8)

@@ -140,7 +140,6 @@ def test_initializer_range_is_init_range():
 @pytest.mark.parametrize(
     ("field", "value", "leave"),
     [
-        ("attention_dir", "bidirectional", "'causal'"),
         ("final_rms", True, "False"),
         ("scale_attn_by_inverse_layer_idx", True, "False"),
         ("use_hook_tokens", True, "False"),
@@ -295,9 +294,9 @@ ROTARY = dict(positional_embedding_type="rotary")
             "use_attn_scale=False divides the scores by 1, but attn_scale=8.0",
         ),
         (
-            dict(positional_embedding_type="shortformer"),
-            "positional_embedding_type='shortformer' is not supported (interp has no shortformer "
-            "or alibi embeddings); use one of ('standard', 'rotary').",
+            dict(positional_embedding_type="alibi"),
+            "positional_embedding_type='alibi' is not supported (interp has no alibi "
+            "embeddings); use one of ('standard', 'rotary', 'shortformer').",
         ),
     ],
 )
@@ -321,7 +320,8 @@ def test_inconsistent_architecture_fields_name_the_fields_and_the_fix(changes, m
         ),
         ({"eps": 0}, "eps must be a positive number, got 0; e.g. eps=1e-5."),
         ({"normalization_type": "RMSNorm"}, "normalization_type='RMSNorm' is not supported; use"),
-        ({"act_fn": "solu_ln"}, "act_fn='solu_ln' is not one of"),
+        ({"act_fn": "solu_relu"}, "act_fn='solu_relu' is not one of"),
+        ({"attention_dir": "sideways"}, "attention_dir='sideways' is not one of"),
     ],
 )
 def test_bad_values_name_the_field_and_the_fix(changes, message):

@@ -45,6 +45,7 @@ def affine(
 
 
 def gelu_fast(x: Tensor) -> Tensor:
+    """GELU's "fast" tanh approximation, as TransformerLens and Hugging Face write it."""
     return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
 
 
@@ -53,6 +54,13 @@ def gelu_tanh(x: Tensor) -> Tensor:
     return F.gelu(x, approximate="tanh")
 
 
+def solu(x: Float[Tensor, "... d_mlp"]) -> Float[Tensor, "... d_mlp"]:
+    """SoLU, ``x * softmax(x)`` over the neurons (the "_ln" variant's layer norm is the MLP's)."""
+    return x * F.softmax(x, dim=-1)
+
+
+# The model's activations by config name: fused PyTorch kernels where one computes the same
+# function (``interp.utils.activations`` has TransformerLens's own formulas).
 ACTIVATIONS = {
     "gelu_new": gelu_tanh,
     "gelu_pytorch_tanh": gelu_tanh,
@@ -60,4 +68,6 @@ ACTIVATIONS = {
     "relu": F.relu,
     "gelu_fast": gelu_fast,
     "silu": F.silu,
+    "solu": solu,
+    "solu_ln": solu,
 }

@@ -1,4 +1,5 @@
-"""Causal self-attention, with a fused path and an explicit, hookable one.
+"""Self-attention (causal, or bidirectional for encoders), with a fused path and an
+explicit, hookable one.
 
 One module covers every family, chosen by the config: grouped-query heads
 (``n_key_value_heads``), per-head query/key RMS norms (``use_qk_norm``), rotary embeddings,
@@ -20,6 +21,7 @@ from interp.components.rotary import RotaryEmbedding
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
 from interp.kv_cache import KeyValueCacheEntry
+from interp.utils.tensors import get_offset_position_ids
 
 # With grouped-query attention the keys' and values' weights are stored per key/value head
 # as ``_W_K``/``_W_V``/``_b_K``/``_b_V``; these names read them expanded to every query head.
@@ -27,7 +29,8 @@ _GROUPED = ("W_K", "W_V", "b_K", "b_V")
 
 
 class Attention(nn.Module):
-    """Multi-head causal self-attention with per-head weights, layer ``layer_index`` of a model.
+    """Multi-head self-attention with per-head weights, layer ``layer_index`` of a model:
+    causal, or bidirectional with ``cfg.attention_dir="bidirectional"``.
 
     When neither the scores nor the pattern is hooked and the scores are not soft-capped,
     the pattern is never materialised: ``scaled_dot_product_attention`` (flash /
@@ -40,7 +43,7 @@ class Attention(nn.Module):
 
     Example:
         >>> attn = Attention(cfg, layer_index=3)
-        >>> out = attn(x, x, x, query_positions=positions, key_positions=positions)
+        >>> out = attn(x, x, x)   # TransformerLens's call: query, key and value inputs
     """
 
     def __init__(self, cfg: HookedTransformerConfig, layer_index: int = 0) -> None:
@@ -53,6 +56,7 @@ class Attention(nn.Module):
         # Keys a "local" layer's query sees: itself and the window_size - 1 before it.
         is_local = cfg.use_local_attn and cfg.attn_types[layer_index] == "local"
         self.window_size = cfg.window_size if is_local else None
+        self.bidirectional = cfg.attention_dir == "bidirectional"
 
         kv = self.n_key_value_heads
         kv_prefix = "_" if self.grouped else ""
@@ -126,22 +130,49 @@ class Attention(nn.Module):
         query_input: Tensor,
         key_input: Tensor,
         value_input: Tensor,
+        past_kv_cache_entry: KeyValueCacheEntry | None = None,
+        additive_attention_mask: Float[Tensor, "batch 1 1 key_pos"] | None = None,
+        attention_mask: Int[Tensor, "batch key_pos"] | None = None,
+        position_bias: None = None,
+        *,
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None = None,
-        past_kv: KeyValueCacheEntry | None = None,
         allowed_keys: Bool[Tensor, "batch_or_1 1 query_pos key_pos"] | None = None,
         query_positions: Int[Tensor, "batch_or_1 query_pos"] | None = None,
         key_positions: Int[Tensor, "batch_or_1 pos"] | None = None,
     ) -> Float[Tensor, "batch query_pos d_model"]:
-        """Queries from ``query_input``, keys and values from ``past_kv`` then ``key_input``
-        and ``value_input``. By default the queries are the last positions and attend
-        causally (within the window on a local layer, and not to padding keys);
-        ``allowed_keys`` replaces that whole rule: True where a query may attend to a key
-        (each query must be allowed at least one key).
+        """Queries from ``query_input``, keys and values from ``past_kv_cache_entry`` then
+        ``key_input`` and ``value_input``; the positional arguments are TransformerLens's.
 
-        Rotary models rotate queries and keys by their absolute positions (``past_kv`` holds
-        keys already rotated); ``key_positions`` defaults to the positions after the cached
-        ones, ``query_positions`` to ``key_positions`` (give it when there are fewer queries).
+        By default the queries are the last positions and attend causally (within the
+        window on a local layer, and not to padding keys); a bidirectional model
+        (``attention_dir="bidirectional"``) attends to every key, padding included, as
+        TransformerLens's does. ``attention_mask`` (1 = token, 0 = padding, over cached plus
+        new positions) marks the padding and, for rotary models, sets each token's position
+        (left padding shifts a text to start at 0); ``additive_attention_mask`` is added to
+        the scores after that (e.g. -inf on padding keys of a bidirectional model).
+        ``position_bias`` is TransformerLens's T5 relative bias, which no model here has.
+
+        interp's own keyword arguments: ``key_padding_mask`` is ``attention_mask`` as a bool
+        (what the model passes, computed once a forward); ``allowed_keys`` replaces the
+        whole masking rule: True where a query may attend to a key (each query must be
+        allowed at least one key). Rotary models rotate queries and keys by their absolute
+        positions (the cache holds keys already rotated); ``key_positions`` defaults to the
+        positions after the cached ones, ``query_positions`` to ``key_positions`` (give it
+        when there are fewer queries).
         """
+        if position_bias is not None:
+            raise ValueError(
+                "position_bias is T5's relative attention bias, which interp's models do not "
+                "have; add a bias to the scores with additive_attention_mask or a hook on "
+                "hook_attn_scores instead."
+            )
+        past_len = past_kv_cache_entry.length if past_kv_cache_entry is not None else 0
+        if attention_mask is not None:
+            key_padding_mask, key_positions = self.read_attention_mask(
+                attention_mask, past_len, key_padding_mask, key_positions
+            )
+        if self.bidirectional:  # as TransformerLens: padding only shifts the positions
+            key_padding_mask = None
         W_K, b_K, W_V, b_V = self.key_value_weights()
         q = self.hook_q(self.project(query_input, self.W_Q, self.b_Q))
         k = self.hook_k(self.project(key_input, W_K, b_K))
@@ -149,22 +180,22 @@ class Attention(nn.Module):
         if self.cfg.use_qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
-            past_len = past_kv.length if past_kv is not None else 0
             query_positions, key_positions = self.positions(
                 q.shape[1], k.shape[1], past_len, query_positions, key_positions, q.device
             )
             q = self.hook_rot_q(self.rotary(q, query_positions))
             k = self.hook_rot_k(self.rotary(k, key_positions))
-        if past_kv is not None:
-            k, v = past_kv.extend(k, v)
+        if past_kv_cache_entry is not None:
+            k, v = past_kv_cache_entry.extend(k, v)
 
-        if self.uses_fused_path():
+        if self.uses_fused_path() and additive_attention_mask is None:
             z = self.fast_attention(q, k, v, key_padding_mask, allowed_keys)
         else:
             mask = allowed_keys
             if mask is None:
                 mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
-            z = self.explicit_attention(q, k, v, mask, key_padding_mask is not None)
+            padded = key_padding_mask is not None or additive_attention_mask is not None
+            z = self.explicit_attention(q, k, v, mask, padded, additive_attention_mask)
         del q, k, v  # freed before the output projection allocates its own
         z = self.hook_z(z)  # [batch, query_pos, n_heads, d_head]
 
@@ -173,6 +204,21 @@ class Attention(nn.Module):
             return result.sum(dim=2) + self.b_O
         h, d, m = self.W_O.shape
         return affine(z.reshape(*z.shape[:2], h * d), self.W_O.reshape(h * d, m), self.b_O)
+
+    @staticmethod
+    def read_attention_mask(
+        attention_mask: Int[Tensor, "batch key_pos"],
+        past_len: int,
+        key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
+        key_positions: Int[Tensor, "batch_or_1 pos"] | None,
+    ) -> tuple[Bool[Tensor, "batch key_pos"] | None, Int[Tensor, "batch pos"] | None]:
+        """TransformerLens's ``attention_mask`` (1 = token, 0 = padding) as the padding mask
+        (None when nothing is padded) and the new keys' positions, unless they were given."""
+        if key_padding_mask is None and not attention_mask.all():
+            key_padding_mask = attention_mask.bool()
+        if key_positions is None:
+            key_positions = get_offset_position_ids(past_len, attention_mask)
+        return key_padding_mask, key_positions
 
     def uses_fused_path(self) -> bool:
         """Whether the next forward runs ``scaled_dot_product_attention``: nothing reads or
@@ -212,10 +258,13 @@ class Attention(nn.Module):
         device: torch.device,
     ) -> Bool[Tensor, "batch_or_1 1 query_pos key_pos"]:
         """True where a query may attend to a key: causal, within the window on a local
-        layer (``0 <= query - key < window_size``), and the key is not padding.
+        layer (``0 <= query - key < window_size``), and the key is not padding; every key
+        for a bidirectional model.
 
         Queries are the last ``query_len`` of ``key_len`` positions (earlier ones are cached).
         """
+        if self.bidirectional:  # padding keys too, as in TransformerLens
+            return torch.ones(1, 1, query_len, key_len, dtype=torch.bool, device=device)
         query_pos = torch.arange(key_len - query_len, key_len, device=device)
         key_pos = torch.arange(key_len, device=device)
         distance = query_pos[:, None] - key_pos[None, :]
@@ -234,9 +283,11 @@ class Attention(nn.Module):
         v: Float[Tensor, "batch key_pos n_key_value_heads d_head"],
         mask: Bool[Tensor, "batch_or_1 1 query_pos key_pos"],
         padded: bool,
+        additive_mask: Float[Tensor, "batch 1 1 key_pos"] | None = None,
     ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
-        """Scores (divided by ``attn_scale``, soft-capped, then masked) and pattern as
-        tensors that hooks can read and overwrite; the softmax runs in float32.
+        """Scores (divided by ``attn_scale``, soft-capped, masked, plus ``additive_mask``)
+        and pattern as tensors that hooks can read and overwrite; the softmax runs in
+        float32.
 
         The matmuls run head-major, [n_heads, batch, ...], the layout ``project`` produces, so
         they read q, k and v without copies; hooks see [batch, n_heads, ...] views of it.
@@ -249,7 +300,10 @@ class Attention(nn.Module):
         cap = self.cfg.attn_scores_soft_cap
         if cap > 0:
             scores = torch.tanh(scores / cap) * cap
-        scores = self.hook_attn_scores(scores.masked_fill_(~mask, float("-inf")))
+        scores = scores.masked_fill_(~mask, float("-inf"))
+        if additive_mask is not None:
+            scores = scores + additive_mask
+        scores = self.hook_attn_scores(scores)
         # Softmax copies a non-contiguous input, so it runs on the head-major layout too.
         pattern = scores.transpose(0, 1).float().softmax(dim=-1).transpose(0, 1)
         if padded:  # a padding query that sees only padding keys attends to nothing
@@ -268,15 +322,16 @@ class Attention(nn.Module):
     ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
         """The same result through ``scaled_dot_product_attention`` (grouped keys and values
         are not expanded); a mask tensor is built only when the causal flag cannot express
-        it (padding, some keys already cached, or a window shorter than the keys)."""
+        it (padding, some keys already cached, or a window shorter than the keys); a
+        bidirectional model needs none."""
         query_len, key_len = q.shape[1], k.shape[1]
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, heads, pos, d_head]
         options = dict(scale=1 / self.cfg.attn_scale, enable_gqa=self.grouped)
         window_bites = self.window_size is not None and key_len > self.window_size
         causal_only = allowed_keys is None and key_padding_mask is None and not window_bites
-        if causal_only and query_len == key_len:
+        if causal_only and query_len == key_len and not self.bidirectional:
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, **options)
-        elif causal_only and query_len == 1:  # one new query sees every key
+        elif causal_only and (query_len == 1 or self.bidirectional):  # every key is seen
             z = F.scaled_dot_product_attention(q, k, v, **options)
         else:
             mask = allowed_keys

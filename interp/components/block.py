@@ -33,7 +33,8 @@ class TransformerBlock(nn.Module):
     ``use_normalization_before_and_after`` adds ``ln1_post``/``ln2_post`` on the attention
     and MLP outputs (``hook_attn_out``/``hook_mlp_out`` see them after that norm);
     ``parallel_attn_mlp`` feeds ``resid_pre`` to both attention and MLP (there is then no
-    ``hook_resid_mid``); attention-only blocks have no MLP. ``block_index`` picks the
+    ``hook_resid_mid``); attention-only blocks have no MLP; shortformer models add their
+    position embeddings to the attention's query and key inputs. ``block_index`` picks the
     layer's attention type in ``cfg.attn_types``.
 
     Example:
@@ -41,8 +42,9 @@ class TransformerBlock(nn.Module):
         >>> block(resid_pre).shape   # [batch, pos, d_model]
     """
 
-    def __init__(self, cfg: HookedTransformerConfig, block_index: int = 0) -> None:
+    def __init__(self, cfg: HookedTransformerConfig | dict, block_index: int = 0) -> None:
         super().__init__()
+        cfg = HookedTransformerConfig.unwrap(cfg)
         self.cfg = cfg
         self.block_index = block_index
         sandwich = cfg.use_normalization_before_and_after
@@ -87,33 +89,50 @@ class TransformerBlock(nn.Module):
     def forward(
         self,
         resid_pre: Float[Tensor, "batch pos d_model"],
+        shortformer_pos_embed: Float[Tensor, "batch_or_1 pos d_model"] | None = None,
+        past_kv_cache_entry: KeyValueCacheEntry | None = None,
+        attention_mask: Int[Tensor, "batch key_pos"] | None = None,
+        *,
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None = None,
-        past_kv: KeyValueCacheEntry | None = None,
         allowed_keys: Bool[Tensor, "batch_or_1 1 pos key_pos"] | None = None,
         output_positions: Int[Tensor, " n_out"] | None = None,
         positions: Int[Tensor, "batch_or_1 pos"] | None = None,
     ) -> Float[Tensor, "batch pos_or_n_out d_model"]:
-        """The block on ``resid_pre``, attending to ``past_kv`` then to these positions.
+        """The block on ``resid_pre``, attending to ``past_kv_cache_entry`` then to these
+        positions; the positional arguments are TransformerLens's.
 
-        ``allowed_keys`` replaces the causal (and padding) rule of which keys each position
-        may attend to (see ``Attention.forward``). With ``output_positions``, only those
-        positions are computed past the keys and values (queries, attention output, MLP),
-        and the result is [batch, n_out, d_model]; the other positions only supply keys and
-        values. ``hook_q`` and every hook after the attention then see the output positions
-        only. ``positions`` are the absolute positions of these tokens, for rotary
-        embeddings (default: ``past_kv.length`` onwards, the same for every row).
+        ``shortformer_pos_embed`` (shortformer models) is added to the normalised query and
+        key inputs, not to the values or the residual stream. ``attention_mask`` (1 = token,
+        0 = padding, over cached plus new positions) marks padding keys and sets rotary
+        positions, as in TransformerLens.
+
+        interp's own keyword arguments: ``key_padding_mask`` is ``attention_mask`` as a bool
+        (what the model passes, computed once a forward); ``allowed_keys`` replaces the
+        causal (and padding) rule of which keys each position may attend to (see
+        ``Attention.forward``). With ``output_positions``, only those positions are computed
+        past the keys and values (queries, attention output, MLP), and the result is
+        [batch, n_out, d_model]; the other positions only supply keys and values.
+        ``hook_q`` and every hook after the attention then see the output positions only.
+        ``positions`` are the absolute positions of these tokens, for rotary embeddings
+        (default: ``past_kv_cache_entry.length`` onwards, the same for every row).
         """
+        past_kv = past_kv_cache_entry
+        past_len = past_kv.length if past_kv is not None else 0
+        if attention_mask is not None:
+            key_padding_mask, positions = self.attn.read_attention_mask(
+                attention_mask, past_len, key_padding_mask, positions
+            )
         resid_pre = self.hook_resid_pre(resid_pre)
-        query_input, key_input, value_input = self.attention_inputs(resid_pre)
+        query_input, key_input, value_input = self.attention_inputs(
+            resid_pre, shortformer_pos_embed
+        )
         if positions is None:
-            past_len = past_kv.length if past_kv is not None else 0
-            start, n_pos = past_len, resid_pre.shape[1]
-            positions = torch.arange(start, start + n_pos, device=resid_pre.device)[None]
+            n_pos = resid_pre.shape[1]
+            positions = torch.arange(past_len, past_len + n_pos, device=resid_pre.device)[None]
         query_positions = positions
         if output_positions is not None:
             if allowed_keys is None:
                 n_pos = resid_pre.shape[1]
-                past_len = past_kv.length if past_kv is not None else 0
                 allowed_keys = self.attn.attention_mask(
                     n_pos, past_len + n_pos, key_padding_mask, resid_pre.device
                 )
@@ -125,9 +144,9 @@ class TransformerBlock(nn.Module):
             query_input,
             key_input,
             value_input,
-            key_padding_mask,
             past_kv,
-            allowed_keys,
+            key_padding_mask=key_padding_mask,
+            allowed_keys=allowed_keys,
             query_positions=query_positions,
             key_positions=positions,
         )
@@ -146,29 +165,40 @@ class TransformerBlock(nn.Module):
         return self.hook_resid_post(resid_mid + self.mlp_output(resid_mid))
 
     def attention_inputs(
-        self, resid_pre: Float[Tensor, "batch pos d_model"]
+        self,
+        resid_pre: Float[Tensor, "batch pos d_model"],
+        shortformer_pos_embed: Float[Tensor, "batch_or_1 pos d_model"] | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """The normalised query, key and value inputs: one [batch, pos, d_model] tensor
         shared by all three, or per-head copies when ``use_attn_in`` or
-        ``use_split_qkv_input`` hooks them ([batch, pos, n_heads or n_kv_heads, d_model])."""
+        ``use_split_qkv_input`` hooks them ([batch, pos, n_heads or n_kv_heads, d_model]).
+        A shortformer model's position embeddings are added to the query and key inputs."""
         cfg = self.cfg
         if not (cfg.use_attn_in or cfg.use_split_qkv_input):
             normalized = self.ln1(resid_pre)  # one input shared by q, k and v: normalise once
-            return normalized, normalized, normalized
+            if shortformer_pos_embed is None:
+                return normalized, normalized, normalized
+            query_key = normalized + shortformer_pos_embed
+            return query_key, query_key, normalized
         n_kv_heads = cfg.n_key_value_heads or cfg.n_heads
         attn_in = resid_pre[:, :, None, :].expand(-1, -1, cfg.n_heads, -1)
         if cfg.use_attn_in:
             attn_in = self.hook_attn_in(attn_in.clone())
         if not cfg.use_split_qkv_input:
             normalized = self.ln1(attn_in)
-            return normalized, normalized, normalized
-        # use_attn_in needs n_kv_heads == n_heads (sync_opt_in_hooks): k and v read attn_in.
-        kv_in = attn_in if cfg.use_attn_in else resid_pre[:, :, None].expand(-1, -1, n_kv_heads, -1)
-        return (
-            self.ln1(self.hook_q_input(attn_in.clone())),
-            self.ln1(self.hook_k_input(kv_in.clone())),
-            self.ln1(self.hook_v_input(kv_in.clone())),
-        )
+            query_input = key_input = value_input = normalized
+        else:
+            # use_attn_in needs n_kv_heads == n_heads (sync_opt_in_hooks): k and v read attn_in.
+            kv_in = (
+                attn_in if cfg.use_attn_in else resid_pre[:, :, None].expand(-1, -1, n_kv_heads, -1)
+            )
+            query_input = self.ln1(self.hook_q_input(attn_in.clone()))
+            key_input = self.ln1(self.hook_k_input(kv_in.clone()))
+            value_input = self.ln1(self.hook_v_input(kv_in.clone()))
+        if shortformer_pos_embed is not None:  # the same for every head
+            per_head = shortformer_pos_embed[:, :, None, :]
+            query_input, key_input = query_input + per_head, key_input + per_head
+        return query_input, key_input, value_input
 
     def mlp_output(
         self, mlp_in: Float[Tensor, "batch pos d_model"]

@@ -9,11 +9,19 @@ from torch import Tensor, nn
 
 from interp.components.activations import affine
 from interp.config import HookedTransformerConfig
+from interp.utils.tensors import get_offset_position_ids
 
 
 class Embed(nn.Module):
-    def __init__(self, cfg: HookedTransformerConfig) -> None:
+    """The token embeddings ``W_E[tokens]``.
+
+    Example:
+        >>> model.embed(tokens).shape   # [batch, pos, d_model]
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
         super().__init__()
+        cfg = HookedTransformerConfig.unwrap(cfg)
         self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model, dtype=cfg.dtype))
 
     def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
@@ -21,12 +29,37 @@ class Embed(nn.Module):
 
 
 class PosEmbed(nn.Module):
-    def __init__(self, cfg: HookedTransformerConfig) -> None:
+    """Learned position embeddings ``W_pos`` [n_ctx, d_model], called as TransformerLens's.
+
+    Example:
+        >>> model.pos_embed(tokens)   # W_pos[:pos] for each row: [batch, pos, d_model]
+        >>> model.pos_embed(tokens, past_kv_pos_offset=3, attention_mask=mask)
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
         super().__init__()
+        cfg = HookedTransformerConfig.unwrap(cfg)
         self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model, dtype=cfg.dtype))
 
-    def forward(self, positions: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
-        return F.embedding(positions, self.W_pos)
+    def forward(
+        self,
+        tokens: Int[Tensor, "batch pos"],
+        past_kv_pos_offset: int = 0,
+        attention_mask: Int[Tensor, "batch offset_pos"] | None = None,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """The embeddings of the positions of ``tokens``, which follow ``past_kv_pos_offset``
+        cached ones. Without ``attention_mask`` that is ``W_pos[offset : offset + pos]`` for
+        every row (a broadcast view, not a copy). With it (1 = token, 0 = padding, over
+        cached plus new positions) each row's positions count its tokens, so left padding
+        shifts a text to start at 0, and padding gets zeros, as in TransformerLens.
+        """
+        batch, n_pos = tokens.shape[0], tokens.shape[-1]
+        if attention_mask is None:
+            rows = self.W_pos[past_kv_pos_offset : past_kv_pos_offset + n_pos]
+            return rows[None].expand(batch, -1, -1)
+        positions = get_offset_position_ids(past_kv_pos_offset, attention_mask)
+        is_padding = attention_mask[:, past_kv_pos_offset : past_kv_pos_offset + n_pos] == 0
+        return F.embedding(positions, self.W_pos).masked_fill(is_padding[..., None], 0.0)
 
 
 class Unembed(nn.Module):

@@ -7,6 +7,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interp.components.activations import ACTIVATIONS, affine
+from interp.components.norms import LayerNorm, LayerNormPre
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
 
@@ -21,13 +22,19 @@ class MLP(nn.Module):
     projection ``x @ W_in`` and ``hook_post`` ``act(gate) * up + b_in`` (checkpoints of
     these families have no MLP biases: ``b_in`` and ``b_out`` are zeros).
 
+    With ``act_fn="solu_ln"`` (SoLU, ``x * softmax(x)``) a layer norm ``ln`` over d_mlp follows
+    the activation, as TransformerLens's: ``hook_mid`` is the SoLU output and ``hook_post``
+    its normalised value; ``ln`` has weights ``ln.w``/``ln.b`` when ``normalization_type`` is
+    "LN" and none otherwise (``LayerNormPre``).
+
     Example:
         >>> mlp = MLP(cfg)   # cfg.gated_mlp=True, act_fn="silu": == LlamaMLP's
         >>> mlp(x).shape     # [batch, pos, d_model]
     """
 
-    def __init__(self, cfg: HookedTransformerConfig) -> None:
+    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
         super().__init__()
+        cfg = HookedTransformerConfig.unwrap(cfg)
         self.gated = cfg.gated_mlp
         if self.gated:
             self.W_gate = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp, dtype=cfg.dtype))
@@ -39,6 +46,11 @@ class MLP(nn.Module):
         self.hook_pre = HookPoint()  # [batch, pos, d_mlp]
         if self.gated:
             self.hook_pre_linear = HookPoint()  # [batch, pos, d_mlp]
+        self.ln = None
+        if cfg.is_layer_norm_activation():
+            self.hook_mid = HookPoint()  # [batch, pos, d_mlp]
+            weighted = cfg.normalization_type == "LN"
+            self.ln = LayerNorm(cfg, cfg.d_mlp) if weighted else LayerNormPre(cfg, cfg.d_mlp)
         self.hook_post = HookPoint()  # [batch, pos, d_mlp]
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
@@ -48,6 +60,9 @@ class MLP(nn.Module):
             del gate  # freed before the up projection exists, unless a hook kept it
             up = self.hook_pre_linear(torch.matmul(x, self.W_in))
             post = self.hook_post(torch.addcmul(self.b_in, activated, up))
+        elif self.ln is not None:
+            pre = self.hook_pre(affine(x, self.W_in, self.b_in))
+            post = self.hook_post(self.ln(self.hook_mid(self.act_fn(pre))))
         else:
             pre = self.hook_pre(affine(x, self.W_in, self.b_in))
             post = self.hook_post(self.act_fn(pre))

@@ -21,18 +21,30 @@ import torch
 if TYPE_CHECKING:
     from interp.config import HookedTransformerConfig
 
-ACTIVATION_FUNCTIONS = ("gelu_new", "gelu_pytorch_tanh", "gelu", "relu", "gelu_fast", "silu")
+# "solu" is x * softmax(x); "solu_ln" adds a layer norm after it (the MLP's ``ln``).
+ACTIVATION_FUNCTIONS = (
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu",
+    "relu",
+    "gelu_fast",
+    "silu",
+    "solu",
+    "solu_ln",
+)
 # "LNPre"/"RMSPre" are norms whose weights (and bias) were folded into the next layer.
 NORMALIZATION_TYPES = ("LN", "LNPre", "RMS", "RMSPre", None)
-POSITIONAL_EMBEDDING_TYPES = ("standard", "rotary")
+# "shortformer": learned positions added to the query and key inputs only, not the residual.
+POSITIONAL_EMBEDDING_TYPES = ("standard", "rotary", "shortformer")
 ATTENTION_TYPES = ("global", "local")
+# "bidirectional": every position attends to every key (no causal mask), as an encoder.
+ATTENTION_DIRECTIONS = ("causal", "bidirectional")
 
 # TransformerLens fields for features interp's model does not have yet, with the values under
 # which TransformerLens computes exactly what interp computes. Any other value is an error
 # naming the field: a config is never half-honoured. (Fields that only tune a feature that is
 # off, such as rotary_base without rotary embeddings, are inert in TransformerLens too.)
 _ONLY_SUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "attention_dir": (("causal",), "bidirectional attention"),
     "init_mode": (("gpt2",), "initialisation other than GPT-2's"),
     "n_devices": ((1,), "multi-device splitting"),
     "scale_attn_by_inverse_layer_idx": ((False,), "attention scaled by 1/layer"),
@@ -78,10 +90,14 @@ _BOOLS = tuple(
 
 
 def check_choices(cfg: HookedTransformerConfig) -> None:
-    """``act_fn``, ``normalization_type`` and ``positional_embedding_type`` are among the
-    values interp implements."""
+    """``act_fn``, ``normalization_type``, ``positional_embedding_type`` and
+    ``attention_dir`` are among the values interp implements."""
     if not cfg.attn_only and cfg.act_fn not in ACTIVATION_FUNCTIONS:
         raise ValueError(f"act_fn={cfg.act_fn!r} is not one of {ACTIVATION_FUNCTIONS}.")
+    if cfg.attention_dir not in ATTENTION_DIRECTIONS:
+        raise ValueError(
+            f"attention_dir={cfg.attention_dir!r} is not one of {ATTENTION_DIRECTIONS}."
+        )
     if cfg.normalization_type not in NORMALIZATION_TYPES:
         raise ValueError(
             f"normalization_type={cfg.normalization_type!r} is not supported; use one of "
@@ -90,7 +106,7 @@ def check_choices(cfg: HookedTransformerConfig) -> None:
     if cfg.positional_embedding_type not in POSITIONAL_EMBEDDING_TYPES:
         raise ValueError(
             f"positional_embedding_type={cfg.positional_embedding_type!r} is not supported "
-            f"(interp has no shortformer or alibi embeddings); use one of "
+            f"(interp has no alibi embeddings); use one of "
             f"{POSITIONAL_EMBEDDING_TYPES}."
         )
 
@@ -185,6 +201,11 @@ def check_blocks(cfg: HookedTransformerConfig) -> None:
             f"normalization_type={cfg.normalization_type!r} is a layer norm; set "
             "normalization_type='RMS' or rmsnorm_uses_offset=False."
         )
+    if cfg.gated_mlp and not cfg.attn_only and cfg.act_fn == "solu_ln":
+        raise ValueError(
+            "act_fn='solu_ln' puts a layer norm after the activation, which a gated MLP "
+            "(gated_mlp=True) has no place for; use act_fn='solu' or gated_mlp=False."
+        )
     if cfg.tie_word_embeddings and cfg.d_vocab_out != cfg.d_vocab:
         raise ValueError(
             f"tie_word_embeddings=True makes W_U a copy of W_E.T, but d_vocab_out="
@@ -235,6 +256,12 @@ def check_attention(cfg: HookedTransformerConfig) -> None:
             f"it); leave it at -1 for sqrt(d_head)={math.sqrt(cfg.d_head):g}."
         )
     _check_local_attention(cfg)
+    if cfg.attention_dir == "bidirectional" and cfg.use_local_attn:
+        raise ValueError(
+            "use_local_attn=True limits each query to the keys before it, but "
+            "attention_dir='bidirectional' has no causal mask; set use_local_attn=False or "
+            "attention_dir='causal'."
+        )
 
 
 def _check_local_attention(cfg: HookedTransformerConfig) -> None:

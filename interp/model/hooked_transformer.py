@@ -66,7 +66,7 @@ class HookedTransformer(
         cfg.set_d_vocab_from_tokenizer(self.tokenizer)
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
-        if cfg.positional_embedding_type == "standard":  # rotary rotates q and k instead
+        if cfg.positional_embedding_type != "rotary":  # rotary rotates q and k instead
             self.pos_embed = PosEmbed(cfg)
             self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
         self.blocks = nn.ModuleList(TransformerBlock(cfg, index) for index in range(cfg.n_layers))
@@ -119,19 +119,24 @@ class HookedTransformer(
         loss_per_token: bool = False,
         prepend_bos: bool | None = None,
         padding_side: PaddingSide | None = None,
-        attention_mask: Int[Tensor, "batch pos"] | None = None,
         start_at_layer: int | None = None,
-        stop_at_layer: int | None = None,
         tokens: Int[Tensor, "batch pos"] | None = None,
+        shortformer_pos_embed: Float[Tensor, "batch pos d_model"] | None = None,
+        attention_mask: Int[Tensor, "batch pos"] | None = None,
+        stop_at_layer: int | None = None,
         past_kv_cache: KeyValueCache | None = None,
     ) -> Any:
-        """Run the model on text, tokens, or (with ``start_at_layer``) a residual stream.
+        """Run the model on text, tokens, or (with ``start_at_layer``) a residual stream;
+        the arguments are TransformerLens's, in its order.
 
         Returns logits [batch, pos, d_vocab], the mean next-token loss (or per token,
         [batch, pos - 1], with ``loss_per_token``), both, or None. With ``stop_at_layer=k``
         returns the residual stream entering block k, [batch, pos, d_model].
         ``attention_mask`` (1 = token, 0 = padding) supports left-padded batches; text is
         padded on ``padding_side`` (default ``model.tokenizer.padding_side``) and masked.
+        A shortformer model started at a layer adds ``shortformer_pos_embed`` to its
+        queries and keys (default: the embeddings of the tokens' positions, as the full
+        forward computes them; TransformerLens adds none unless it is passed).
         """
         if return_type not in ("logits", "loss", "both", None):
             raise ValueError(
@@ -139,8 +144,9 @@ class HookedTransformer(
             )
         start = self._layer_index(start_at_layer, "start_at_layer", default=0)
         stop = self._layer_index(stop_at_layer, "stop_at_layer", default=self.cfg.n_layers)
+        past_len = past_kv_cache.length if past_kv_cache is not None else 0
         if start_at_layer is None:
-            residual, tokens, _, attention_mask = self.input_to_embed(
+            residual, tokens, shortformer_pos_embed, attention_mask = self.input_to_embed(
                 input, prepend_bos, padding_side, attention_mask, past_kv_cache
             )
         else:
@@ -148,24 +154,32 @@ class HookedTransformer(
             if tokens is not None:
                 tokens = self.check_tokens(tokens)
             if attention_mask is not None:
-                past_len = past_kv_cache.length if past_kv_cache is not None else 0
                 attention_mask = self.check_attention_mask(
                     attention_mask, residual.shape[0], residual.shape[1], past_len
                 )
             if past_kv_cache is not None:  # the cache remembers the padding, as with tokens
                 new = residual.new_ones(residual.shape[:2], dtype=torch.long)
                 attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, new)
+            if shortformer_pos_embed is None and self.cfg.positional_embedding_type == (
+                "shortformer"
+            ):
+                positions_like = residual[..., 0]  # [batch, pos]: what pos_embed reads of tokens
+                shortformer_pos_embed = self.pos_embed(positions_like, past_len, attention_mask)
         key_padding_mask = (
             attention_mask.bool()
             if attention_mask is not None and not attention_mask.all()
             else None
         )
-        past_len = past_kv_cache.length if past_kv_cache is not None else 0
         positions = self.token_positions(attention_mask, past_len, residual.shape[1], residual)
 
         for index in range(start, stop):
-            past_kv = past_kv_cache[index] if past_kv_cache is not None else None
-            residual = self.blocks[index](residual, key_padding_mask, past_kv, positions=positions)
+            residual = self.blocks[index](
+                residual,
+                shortformer_pos_embed,
+                past_kv_cache[index] if past_kv_cache is not None else None,
+                key_padding_mask=key_padding_mask,
+                positions=positions,
+            )
         if stop_at_layer is not None:
             return residual
         residual = self.ln_final(residual)  # runs for return_type=None too, so its hooks fire
@@ -190,15 +204,15 @@ class HookedTransformer(
     ) -> tuple[
         Float[Tensor, "batch pos d_model"],
         Int[Tensor, "batch pos"],
-        None,
+        Float[Tensor, "batch pos d_model"] | None,
         Int[Tensor, "batch all_pos"] | None,
     ]:
         """The residual stream entering block 0 (``hook_embed`` and ``hook_pos_embed`` fire),
         as TransformerLens returns it: ``(residual, tokens, shortformer_pos_embed,
-        attention_mask)``. ``shortformer_pos_embed`` is always None (no model here adds
-        positions inside attention); the mask covers cached plus new positions and is None
-        when nothing is padded. ``forward(residual, start_at_layer=0, attention_mask=...)``
-        resumes the pass.
+        attention_mask)``. ``shortformer_pos_embed`` is the position embeddings of a
+        shortformer model (added to queries and keys, not to the residual) and None for
+        other models; the mask covers cached plus new positions and is None when nothing is
+        padded. ``forward(residual, start_at_layer=0, attention_mask=...)`` resumes the pass.
 
         Example:
             >>> residual, tokens, _, mask = model.input_to_embed(["Hi there", "Hello"])
@@ -220,8 +234,15 @@ class HookedTransformer(
             )
         if past_kv_cache is not None:
             attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, tokens)
-        residual = self.embed_tokens(tokens, attention_mask, past_len)
-        return residual, tokens, None, attention_mask
+        embed = self.hook_embed(self.embed(tokens))  # [batch, pos, d_model]
+        if self.cfg.positional_embedding_type == "rotary":
+            return embed, tokens, None, attention_mask
+        # Without padding every row has the same positions: one [pos, d_model] slice,
+        # broadcast (not copied) over the batch.
+        pos_embed = self.hook_pos_embed(self.pos_embed(tokens, past_len, attention_mask))
+        if self.cfg.positional_embedding_type == "shortformer":
+            return embed, tokens, pos_embed, attention_mask
+        return embed + pos_embed, tokens, None, attention_mask
 
     def _check_residual(self, residual: Any, start_at_layer: int) -> Tensor:
         """The residual stream fed with ``start_at_layer``, or an error saying what it must be."""
@@ -243,25 +264,6 @@ class HookedTransformer(
                 f"got shape {tuple(residual.shape)}."
             )
         return residual
-
-    def embed_tokens(
-        self,
-        tokens: Int[Tensor, "batch pos"],
-        attention_mask: Int[Tensor, "batch all_pos"] | None = None,
-        past_len: int = 0,
-    ) -> Float[Tensor, "batch pos d_model"]:
-        """Token embeddings (``hook_embed``), plus learned position embeddings
-        (``hook_pos_embed``) unless the model is rotary; left padding shifts each text to
-        start at position 0."""
-        embed = self.hook_embed(self.embed(tokens))
-        if self.cfg.positional_embedding_type == "rotary":
-            return embed
-        batch, n_new = tokens.shape
-        positions = self.token_positions(attention_mask, past_len, n_new, tokens)
-        # Without padding every row has the same positions: one [1, pos, d_model] lookup,
-        # broadcast (not copied) over the batch.
-        pos_embed = self.pos_embed(positions).expand(batch, n_new, -1)
-        return embed + self.hook_pos_embed(pos_embed)
 
     @staticmethod
     def token_positions(
@@ -302,8 +304,11 @@ class HookedTransformer(
             return None
         if new_mask is None:
             new_mask = torch.ones_like(tokens)
-        if kv_cache.attention_mask is not None:
-            new_mask = torch.cat([kv_cache.attention_mask, new_mask.to(tokens.device)], dim=1)
+        previous = kv_cache.attention_mask
+        if previous is None and kv_cache.length:  # nothing cached was padding
+            previous = new_mask.new_ones(new_mask.shape[0], kv_cache.length)
+        if previous is not None:
+            new_mask = torch.cat([previous, new_mask.to(previous.device)], dim=1)
         kv_cache.attention_mask = new_mask
         return new_mask
 
