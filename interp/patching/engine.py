@@ -98,6 +98,11 @@ def batching_obstacle(model: Any) -> str | None:
             "patching runs one forward pass per index, as TransformerLens does (slower). "
             "Attach them only around your own calls (model.hooks(...)) for batched patching."
         )
+    if model.cfg.attention_dir == "bidirectional":
+        return (
+            "attention_dir='bidirectional': a patch changes every position, not only those "
+            "after it, so patching runs one forward pass per index (slower)."
+        )
     if model.cfg.use_qk_norm and model.cfg.positional_embedding_type != "rotary":
         return (
             "use_qk_norm without rotary embeddings: no hook holds the normalised keys that "
@@ -284,9 +289,22 @@ def _run_wavefront(
         )
         with model.hooks(fwd_hooks=hooks):
             residual = block(
-                residual, None, past_kv, masks[window], output_positions, positions=positions
+                residual,
+                _shortformer_pos_embed(model, positions),
+                past_kv,
+                allowed_keys=masks[window],
+                output_positions=output_positions,
+                positions=positions,
             )
     return batch.metric_residuals(residual, outputs, evaluator)
+
+
+def _shortformer_pos_embed(model: Any, positions: Tensor) -> Tensor | None:
+    """A shortformer model's position embeddings of the packed positions (added to queries
+    and keys in every block); None for other models."""
+    if model.cfg.positional_embedding_type != "shortformer":
+        return None
+    return model.pos_embed.W_pos[positions]  # [1, packed, d_model]
 
 
 def _only_outputs_matter(hooks: list, evaluator: MetricEvaluator) -> bool:
