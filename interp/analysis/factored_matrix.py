@@ -15,6 +15,12 @@ from jaxtyping import Complex, Float
 from torch import Tensor
 
 
+class FactoredMatrixShapeError(ValueError, AssertionError, RuntimeError):
+    """Shapes that do not fit. A ValueError that is also what TransformerLens raises for the
+    same input (an AssertionError for inner dimensions, a RuntimeError for leading ones), so
+    code written against TransformerLens catches it as before."""
+
+
 def _for_linalg(x: Tensor) -> Tensor:
     """torch.linalg has no 16-bit SVD / eig kernels: compute those in float32."""
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
@@ -36,20 +42,21 @@ class FactoredMatrix:
         self, A: Float[Tensor, "... ldim mdim"], B: Float[Tensor, "... mdim rdim"]
     ) -> None:
         if A.ndim < 2 or B.ndim < 2:
-            raise ValueError(
+            raise FactoredMatrixShapeError(
                 f"FactoredMatrix factors must be matrices (ndim >= 2); got A {tuple(A.shape)}, "
                 f"B {tuple(B.shape)}."
             )
         if A.shape[-1] != B.shape[-2]:
-            raise ValueError(
+            raise FactoredMatrixShapeError(
                 f"Inner dimensions differ: A {tuple(A.shape)} has {A.shape[-1]} columns but "
                 f"B {tuple(B.shape)} has {B.shape[-2]} rows."
             )
         try:
             leading = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
         except RuntimeError as error:
-            raise ValueError(
-                f"Leading dimensions of A {tuple(A.shape)} and B {tuple(B.shape)} do not broadcast."
+            raise FactoredMatrixShapeError(
+                f"Leading dimensions mismatch: those of A {tuple(A.shape)} and B "
+                f"{tuple(B.shape)} do not broadcast."
             ) from error
         self.ldim, self.mdim, self.rdim = A.shape[-2], A.shape[-1], B.shape[-1]
         # Broadcasting gives views, so indexing the leading dims of A and B stays consistent.
@@ -104,12 +111,13 @@ class FactoredMatrix:
         if not isinstance(other, Tensor):
             return NotImplemented
         if other.shape[-1 if other.ndim == 1 else -2] != self.rdim:
-            raise ValueError(
+            raise FactoredMatrixShapeError(
                 f"Cannot multiply {self} by a tensor of shape {tuple(other.shape)}: it needs "
                 f"{self.rdim} rows."
             )
         if other.ndim == 1:
             return (self.A @ (self.B @ other[:, None]))[..., 0]
+        self._check_leading(other)
         # Fold the new matrix into whichever side keeps the hidden dimension smallest.
         if self.mdim < self.rdim:
             return FactoredMatrix(self.A, self.B @ other)
@@ -120,12 +128,13 @@ class FactoredMatrix:
         if not isinstance(other, Tensor):
             return NotImplemented
         if other.shape[-1] != self.ldim:
-            raise ValueError(
+            raise FactoredMatrixShapeError(
                 f"Cannot multiply a tensor of shape {tuple(other.shape)} by {self}: it needs "
                 f"{self.ldim} columns."
             )
         if other.ndim == 1:
             return ((other[None] @ self.A) @ self.B)[..., 0, :]
+        self._check_leading(other)
         if self.mdim < self.ldim:
             return FactoredMatrix(other @ self.A, self.B)
         return FactoredMatrix(other, self.AB)
@@ -133,7 +142,7 @@ class FactoredMatrix:
     def __mul__(self, scalar: float | Tensor) -> FactoredMatrix:
         """Multiply by a scalar (folded into ``A``)."""
         if isinstance(scalar, Tensor) and scalar.numel() != 1:
-            raise ValueError(
+            raise FactoredMatrixShapeError(
                 f"* takes a scalar, got a tensor of shape {tuple(scalar.shape)}; use @ for "
                 "matrix products."
             )
@@ -174,6 +183,12 @@ class FactoredMatrix:
 
     @property
     def V(self) -> Float[Tensor, "... rdim k"]:
+        return self._svd[2]
+
+    @property
+    def Vh(self) -> Float[Tensor, "... rdim k"]:
+        """TransformerLens's name for ``V``, which is not transposed despite the name:
+        ``AB == U @ S.diag_embed() @ Vh.mT``."""
         return self._svd[2]
 
     @property
@@ -226,6 +241,18 @@ class FactoredMatrix:
             self.A[(*leading, row, slice(None))], self.B[(*leading, slice(None), col)]
         )
 
+    def _check_leading(self, other: Tensor) -> None:
+        """The leading dims of a matrix ``other`` must broadcast with ours."""
+        try:
+            torch.broadcast_shapes(self.shape[:-2], other.shape[:-2])
+        except RuntimeError:
+            raise FactoredMatrixShapeError(
+                f"Leading dimensions mismatch: {self} and a tensor of shape "
+                f"{tuple(other.shape)} do not broadcast."
+            ) from None
+
     def _require_square(self, what: str) -> None:
         if self.ldim != self.rdim:
-            raise ValueError(f"{what} needs a square matrix; {self} is {self.ldim} x {self.rdim}.")
+            raise FactoredMatrixShapeError(
+                f"{what} needs a square matrix; {self} is {self.ldim} x {self.rdim}."
+            )

@@ -183,6 +183,11 @@ class HookedTransformerConfig:
 
             check_device(self.device)
 
+    def is_layer_norm_activation(self) -> bool:
+        """Whether ``act_fn`` is followed by a layer norm inside the MLP (SoLU's "solu_ln"), as
+        TransformerLens's method: the name ends in "_ln"."""
+        return self.act_fn is not None and self.act_fn.endswith("_ln")
+
     def set_d_vocab_from_tokenizer(self, tokenizer: Any) -> None:
         """Resolve ``d_vocab=-1`` (and ``d_vocab_out=-1``) to the tokenizer's vocabulary size,
         as TransformerLens does when a model is built with a tokenizer.

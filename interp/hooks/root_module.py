@@ -65,8 +65,18 @@ class HookedRootModule(HookNamesMixin, nn.Module):
 
     @property
     def context_level(self) -> int:
-        """How many ``hooks()`` contexts this thread is inside."""
+        """How many ``hooks()`` contexts this thread is inside (settable, as TransformerLens's
+        attribute: hooks this thread adds are then tagged with that level)."""
         return self._context_levels.get(threading.get_ident(), 0)
+
+    @context_level.setter
+    def context_level(self, level: int) -> None:
+        if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+            raise ValueError(f"context_level must be an integer >= 0, got {level!r}.")
+        if level:
+            self._context_levels[threading.get_ident()] = level
+        else:
+            self._context_levels.pop(threading.get_ident(), None)
 
     # ---------------------------------------------------------------- adding / removing
     def add_hook(

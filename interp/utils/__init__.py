@@ -19,8 +19,10 @@ from interp.utils.init import (
     init_xavier_normal_,
     init_xavier_uniform_,
 )
+from interp.utils.libraries import is_library_available
 from interp.utils.lm import lm_accuracy
 from interp.utils.names import get_act_name
+from interp.utils.options import override_or_use_default_value
 from interp.utils.slice import Slice, SliceInput
 from interp.utils.tensors import (
     get_corner,
@@ -68,10 +70,12 @@ __all__ = [
     "init_kaiming_uniform_",
     "init_xavier_normal_",
     "init_xavier_uniform_",
+    "is_library_available",
     "is_lower_triangular",
     "is_square",
     "lm_accuracy",
     "lm_cross_entropy_loss",
+    "override_or_use_default_value",
     "remove_batch_dim",
     "repeat_along_head_dimension",
     "set_nested_attr",
