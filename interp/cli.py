@@ -16,7 +16,6 @@ terminal has its control characters escaped, as ``repr`` writes them.
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +23,31 @@ from pathlib import Path
 import torch
 
 import interp
+from interp.cli_support import CommandError, Parser, UsageError, run_command, terminal_text
+from interp.harvest.cli import add_parser as add_harvest_parser
 from interp.model import HookedTransformer
+from interp.models.by_name import load_named_model
+from interp.sae.cli import add_parser as add_features_parser
+from interp.sae.cli import add_report_arguments, report_sections
+from interp.serve.cli import add_parser as add_serve_parser
+
+# CommandError, UsageError, terminal_text and load_named_model live in interp.cli_support and
+# interp.models.by_name (the subcommands' modules import them from there, never this module);
+# they stay importable from here.
+__all__ = [
+    "DEMO_ANSWERS",
+    "DEMO_CORRUPTED",
+    "DEMO_MODEL",
+    "DEMO_PROMPT",
+    "CommandError",
+    "UsageError",
+    "build_parser",
+    "check_report_inputs",
+    "hook_shapes",
+    "load_named_model",
+    "main",
+    "terminal_text",
+]
 
 DEMO_MODEL = "attn-only-2l"
 # attn-only-2l reads abstract symbols (numbers). A random sequence of 12 symbols, then its
@@ -34,56 +57,6 @@ _SEQUENCE = "23 187 402 9 311 76 450 128 264 35 199"
 DEMO_PROMPT = f"{_SEQUENCE} 501 {_SEQUENCE}"
 DEMO_CORRUPTED = f"{_SEQUENCE} 77 {_SEQUENCE}"
 DEMO_ANSWERS = ("501", "77")
-
-
-class CommandError(Exception):
-    """A failure to report on stderr with exit code 1 (no traceback)."""
-
-
-class UsageError(Exception):
-    """A bad argument found after parsing (it needed the model): usage, the message, exit 2."""
-
-
-def terminal_text(text: str) -> str:
-    """``text`` with every character ``repr`` would escape (control and format characters,
-    such as ANSI escape sequences) written as its escape; newlines and tabs kept.
-
-    Example:
-        >>> terminal_text("\x1b[31mred\n")
-        '\\x1b[31mred\n'
-    """
-    return "".join(
-        char if char.isprintable() or char in "\n\t" else repr(char)[1:-1] for char in text
-    )
-
-
-def load_named_model(name_or_path: str) -> HookedTransformer:
-    """A shipped model by name (``interp.load_model``), or a checkpoint folder or hub id
-    (``HookedTransformer.from_pretrained_no_processing``: the checkpoint's exact weights). A
-    name that is none of these is a ``UsageError`` suggesting the closest shipped name; a
-    checkpoint that fails to load, a ``CommandError``.
-
-    Example:
-        >>> load_named_model("attn-only-2l"); load_named_model("checkpoints/my-model")
-    """
-    shipped = interp.list_models()
-    if name_or_path in shipped:
-        return interp.load_model(name_or_path)
-    try:
-        return HookedTransformer.from_pretrained_no_processing(name_or_path)
-    except FileNotFoundError as error:
-        if Path(name_or_path).exists():
-            raise CommandError(f"Could not load {name_or_path!r}: {error}") from error
-        close = difflib.get_close_matches(name_or_path, shipped, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(
-            f"unknown model {name_or_path!r}: {hint}It is not a shipped model "
-            f"({', '.join(shipped)}), not a folder, and not a hub id that could be loaded: {error}"
-        ) from error
-    except Exception as error:
-        raise CommandError(
-            f"Could not load {name_or_path!r} as a checkpoint folder or hub id: {error}"
-        ) from error
 
 
 def check_report_inputs(
@@ -147,8 +120,6 @@ def run_report(args: argparse.Namespace) -> None:
     check_report_inputs(model, args.prompt, args.corrupted, answers)
     sections = []
     if args.sae:
-        from interp.sae.cli import report_sections
-
         sections = report_sections(model, args.prompt, args.sae, args.sae_data)
     _report(model, args.prompt, args.out, args.corrupted, tuple(answers.values()), sections)
 
@@ -194,15 +165,8 @@ def _out_file(value: str) -> Path:
     return path
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with control characters escaped in what it prints (usage, errors, help)."""
-
-    def _print_message(self, message: str, file=None) -> None:
-        super()._print_message(terminal_text(message), file)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="interp",
         description="Mechanistic interpretability for GPT-2, Pythia, Llama, Mistral, Qwen and "
         "Gemma models: offline HTML "
@@ -255,8 +219,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the competing token (default: the corrupted prompt's top prediction), e.g. ' John'",
     )
     report.add_argument("--out", required=True, type=_out_file, help="the HTML file to write")
-    from interp.sae.cli import add_report_arguments
-
     add_report_arguments(report)
     report.set_defaults(run=run_report, parser=report)
 
@@ -269,16 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     hooks.add_argument("--model", required=True, help="a shipped model name or checkpoint folder")
     hooks.set_defaults(run=run_hooks, parser=hooks)
 
-    from interp.serve.cli import add_parser as add_serve_parser
-
     add_serve_parser(commands)
-
-    from interp.harvest.cli import add_parser as add_harvest_parser
-
     add_harvest_parser(commands)
-
-    from interp.sae.cli import add_parser as add_features_parser
-
     add_features_parser(commands)
     return parser
 
@@ -295,14 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.parser.error("--answer and --wrong-answer need --corrupted")
     if args.command == "report" and args.sae_data and not args.sae:
         args.parser.error("--sae-data needs --sae")
-    try:
-        args.run(args)
-    except UsageError as error:
-        args.parser.error(str(error))
-    except (CommandError, ValueError, KeyError, FileNotFoundError, RuntimeError, OSError) as error:
-        print(terminal_text(f"interp: error: {error}"), file=sys.stderr)
-        return 1
-    return 0
+    return run_command(args)
 
 
 if __name__ == "__main__":

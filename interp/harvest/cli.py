@@ -17,7 +17,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from interp.harvest.harvester import DEFAULT_SHARD_TOKENS, DTYPES
+from interp.cli_support import Parser, UsageError, run_command, terminal_text
+from interp.harvest.harvester import DEFAULT_SHARD_TOKENS, DTYPES, harvest
+
+DESCRIPTION = (
+    "Run a model over a dataset and store the activations of the given hooks as safetensors "
+    "shards with a manifest; rerun the same command to resume; launch with torchrun -m "
+    "interp.harvest to use several processes."
+)
 
 
 def _positive(value: str) -> int:
@@ -67,9 +74,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "harvest",
         help="harvest activations over a dataset into resumable shards",
-        description="Run a model over a dataset and store the activations of the given hooks "
-        "as safetensors shards with a manifest; rerun the same command to resume; launch "
-        "with torchrun -m interp.harvest to use several processes.",
+        description=DESCRIPTION,
     )
     add_arguments(parser)
     parser.set_defaults(run=run, parser=parser)
@@ -77,10 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> None:
-    """Harvest from parsed arguments; bad input is ``interp.cli.UsageError`` (exit 2)."""
-    from interp.cli import UsageError, terminal_text
-    from interp.harvest.harvester import harvest
-
+    """Harvest from parsed arguments; bad input is a ``UsageError`` (exit 2)."""
     try:
         manifest = harvest(
             args.model,
@@ -116,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["--model", "shakespeare-char", "--data", "a.txt", "--hooks",
         ...       "blocks.0.hook_resid_post", "--out", "acts/"])
     """
-    from interp.cli import main as interp_main
-
-    return interp_main(["harvest", *(sys.argv[1:] if argv is None else argv)])
+    parser = Parser(prog="interp harvest", description=DESCRIPTION)
+    add_arguments(parser)
+    parser.set_defaults(run=run, parser=parser)
+    return run_command(parser.parse_args(sys.argv[1:] if argv is None else argv))

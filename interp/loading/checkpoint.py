@@ -27,6 +27,7 @@ from torch import Tensor
 
 from interp.config import HookedTransformerConfig
 from interp.devices import check_device
+from interp.loading.model_class import model_class
 
 Shape = tuple[int, ...]
 
@@ -308,15 +309,13 @@ def build_model(
     Example:
         >>> model = build_model(cfg, model_on_cpu.state_dict().items(), device="cuda")
     """
-    from interp.model import HookedTransformer
-
     device = check_device(device if device is not None else "cpu")
     placed = {name: _placed(tensor, device, cfg.dtype, fresh) for name, tensor in tensors}
     # The meta device allocates nothing; seed and device only matter for real tensors.
     seed, cfg.seed, cfg.device = cfg.seed, None, None
     try:
         with torch.device("meta"):
-            model = HookedTransformer(cfg, tokenizer=tokenizer)
+            model = model_class()(cfg, tokenizer=tokenizer)
     finally:
         cfg.seed = seed
     expected = {name: tuple(param.shape) for name, param in model.state_dict().items()}

@@ -26,6 +26,7 @@ from interp.loading.checkpoint import (
     read_config_json,
     resolve_dtype,
 )
+from interp.loading.model_class import model_class
 from interp.tokenizers import tokenizer_from_dict, tokenizer_to_dict
 
 CONFIG_FILE = "config.json"
@@ -85,8 +86,6 @@ def load_native(
     Example:
         >>> model = load_native("checkpoints/my-model", device="cuda", dtype=torch.bfloat16)
     """
-    from interp.model import HookedTransformer
-
     folder = Path(folder)
     config_path, weights_path = folder / CONFIG_FILE, folder / WEIGHTS_FILE
     if not weights_path.is_file():
@@ -121,7 +120,7 @@ def load_native(
     # Build on the CPU (the meta device would cost seconds of first-use set-up in torch),
     # then take the saved tensors as they are, already on ``device``.
     cfg.device = None
-    model = HookedTransformer(cfg, tokenizer=tokenizer)
+    model = model_class()(cfg, tokenizer=tokenizer)
     expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     check_names_and_shapes(source.shapes, expected, printable(weights_path))
     state_dict = {name: source.take(name).to(device=device, dtype=cfg.dtype) for name in expected}

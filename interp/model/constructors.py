@@ -1,7 +1,7 @@
 """Building a HookedTransformer from a checkpoint, saving it, and processing its weights:
 TransformerLens's ``from_pretrained``, ``from_pretrained_no_processing``, ``from_nanogpt``
 and ``process_weights_``, plus ``save``. Each is a thin door into ``interp.loading``, which
-does the work.
+does the work (and builds the class ``interp.model`` hands it: it never imports this package).
 
 Example:
     >>> model = HookedTransformer.from_pretrained("gpt2-small")
@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from interp.loading.nanogpt import load_nanogpt
+from interp.loading.native import save_native
+from interp.loading.pretrained import load_pretrained
+from interp.loading.processing import process_weights
 
 if TYPE_CHECKING:
     from interp.model import HookedTransformer
@@ -29,8 +34,6 @@ class ModelLoadingMixin:
         Example:
             >>> model.save("checkpoints/my-model")
         """
-        from interp.loading.native import save_native
-
         return save_native(self, folder)
 
     @classmethod
@@ -68,8 +71,6 @@ class ModelLoadingMixin:
         Example:
             >>> model = HookedTransformer.from_pretrained("gpt2-small", device="cuda")
         """
-        from interp.loading.pretrained import load_pretrained
-
         unsupported = {
             "checkpoint_index": (checkpoint_index, None),
             "checkpoint_value": (checkpoint_value, None),
@@ -143,8 +144,6 @@ class ModelLoadingMixin:
         Example:
             >>> model = HookedTransformer.from_nanogpt("out/ckpt.pt")
         """
-        from interp.loading.nanogpt import load_nanogpt
-
         return load_nanogpt(path, device, dtype, tokenizer=tokenizer, model_args=model_args)
 
     def process_weights_(
@@ -161,8 +160,6 @@ class ModelLoadingMixin:
         Example:
             >>> model.process_weights_(fold_ln=True, center_unembed=False)
         """
-        from interp.loading.processing import process_weights
-
         return process_weights(
             self,
             fold_ln=fold_ln,

@@ -15,6 +15,9 @@ import gzip
 from pathlib import Path
 from typing import Any
 
+from interp.cli_support import UsageError, terminal_text
+from interp.models.by_name import load_named_model
+
 MAX_REPORT_CARDS = 30  # feature cards in a report: the prompt's strongest features
 
 
@@ -67,8 +70,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_text(path: str, max_chars: int | None = None) -> str:
     """A UTF-8 text file (gzip when it ends in .gz)."""
-    from interp.cli import UsageError
-
     file = Path(path)
     try:
         data = file.read_bytes()
@@ -82,7 +83,6 @@ def read_text(path: str, max_chars: int | None = None) -> str:
 
 def load_checked_sae(model: Any, name_or_path: str) -> Any:
     """The SAE, checked against the model (hook and width) before anything runs."""
-    from interp.cli import UsageError
     from interp.sae.formats import SAEFormatError
     from interp.sae.shipped import load_sae
     from interp.sae.splice import HookedSAETransformer
@@ -102,7 +102,6 @@ def load_checked_sae(model: Any, name_or_path: str) -> Any:
 
 def run(args: argparse.Namespace) -> None:
     """``interp features``: mine the data, write the pages, print where."""
-    from interp.cli import UsageError, load_named_model, terminal_text
     from interp.sae.features import text_windows, top_activations
     from interp.sae.views import write_feature_pages
 

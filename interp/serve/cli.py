@@ -13,6 +13,8 @@ from typing import Any
 
 import uvicorn
 
+from interp.cli_support import CommandError, UsageError, terminal_text
+from interp.models.by_name import load_named_model
 from interp.serve.auth import is_loopback
 from interp.serve.worker import MAX_TOKENS
 
@@ -66,7 +68,6 @@ def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
     Example:
         >>> attach_saes({"shakespeare-char": model}, ["shakespeare-char-resid-l1"])
     """
-    from interp.cli import UsageError
     from interp.sae import load_sae
 
     saes: dict[str, Any] = {}
@@ -98,7 +99,6 @@ def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> None:
-    from interp.cli import CommandError, UsageError, load_named_model, terminal_text
     from interp.serve.app import create_app
     from interp.serve.server import bind_socket
 

@@ -1,0 +1,52 @@
+"""A model from what a user types: a shipped model's name, a checkpoint folder or a hub id
+(what ``interp``'s ``--model`` and ``interp.harvest.harvest(model="...")`` take).
+
+Example:
+    >>> model = load_named_model("attn-only-2l")            # shipped with interp
+    >>> model = load_named_model("checkpoints/my-model")    # interp or Hugging Face format
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from interp.model import HookedTransformer
+from interp.models import list_models, load_model
+
+
+class UnknownModelError(ValueError):
+    """A name that is not a shipped model, not a folder, and not a hub id that could be loaded."""
+
+
+class ModelLoadError(RuntimeError):
+    """A checkpoint folder or hub id that was found but could not be loaded."""
+
+
+def load_named_model(name_or_path: str) -> HookedTransformer:
+    """A shipped model by name (``interp.load_model``), or a checkpoint folder or hub id
+    (``HookedTransformer.from_pretrained_no_processing``: the checkpoint's exact weights). A
+    name that is none of these is an ``UnknownModelError`` suggesting the closest shipped
+    name; a checkpoint that fails to load, a ``ModelLoadError``.
+
+    Example:
+        >>> load_named_model("attn-only-2l"); load_named_model("checkpoints/my-model")
+    """
+    shipped = list_models()
+    if name_or_path in shipped:
+        return load_model(name_or_path)
+    try:
+        return HookedTransformer.from_pretrained_no_processing(name_or_path)
+    except FileNotFoundError as error:
+        if Path(name_or_path).exists():
+            raise ModelLoadError(f"Could not load {name_or_path!r}: {error}") from error
+        close = difflib.get_close_matches(name_or_path, shipped, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UnknownModelError(
+            f"unknown model {name_or_path!r}: {hint}It is not a shipped model "
+            f"({', '.join(shipped)}), not a folder, and not a hub id that could be loaded: {error}"
+        ) from error
+    except Exception as error:
+        raise ModelLoadError(
+            f"Could not load {name_or_path!r} as a checkpoint folder or hub id: {error}"
+        ) from error
