@@ -15,6 +15,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.sae.features.indices import checked_count, checked_index, checked_token
 from interp.sae.sae import SAE
 
 
@@ -79,7 +80,13 @@ def top_logits(
     Example:
         >>> top_logits(model, sae, 7)["promoted"][:3]
     """
-    row = (feature_logit_weights(model, sae) if weights is None else weights)[feature]
+    weights = feature_logit_weights(model, sae) if weights is None else weights
+    n_features, d_vocab = weights.shape
+    feature = checked_index(feature, n_features, "feature", f"{n_features} features")
+    k = checked_count(k, "k")
+    if k > d_vocab:
+        raise ValueError(f"k={k} is more than the {d_vocab} tokens there are: pass k <= {d_vocab}.")
+    row = weights[feature]
     up, down = row.topk(k), row.topk(k, largest=False)
     name = model.tokenizer.decode
     return {
@@ -110,6 +117,17 @@ def feature_dla(
         >>> dla = feature_dla(model, sae, model.to_tokens("ROMEO"), model.to_single_token("\\n"))
         >>> dla.topk(5)
     """
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if tokens.ndim != 2 or len(tokens) != 1:
+        raise ValueError(
+            f"feature_dla takes one prompt, tokens [1, pos]; got shape {tuple(tokens.shape)}: "
+            "call it once per prompt."
+        )
+    position = checked_index(position, tokens.shape[1], "position", f"{tokens.shape[1]} tokens")
+    answer = checked_token(answer, model.cfg.d_vocab_out, "answer")
+    if wrong_answer is not None:
+        wrong_answer = checked_token(wrong_answer, model.cfg.d_vocab_out, "wrong_answer")
     tokens = tokens.to(model.device)
     hook = sae.cfg.hook_name
     _, cache = model.run_with_cache(tokens, names_filter=[hook, "ln_final.hook_scale"])

@@ -18,6 +18,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.sae.features.activations import feature_acts
+from interp.sae.features.indices import checked_count, checked_index
 from interp.sae.sae import SAE
 
 HISTOGRAM_EDGES = torch.logspace(-3, 3, 61)  # log-spaced activation bins, 1e-3 .. 1e3
@@ -74,6 +75,7 @@ class FeatureStats:
 
     def most_active(self, n: int) -> list[int]:
         """The ``n`` features with the largest top activation (active ones only)."""
+        n = checked_count(n, "n")
         order = self.top_values[:, 0].argsort(descending=True)
         return [int(f) for f in order[:n] if self.top_values[f, 0] > 0]
 
@@ -85,6 +87,8 @@ class FeatureStats:
         Example:
             >>> stats.contexts(7, model.tokenizer)[0]["tokens"]
         """
+        d_sae = self.top_values.shape[0]
+        feature = checked_index(feature, d_sae, "feature", f"an SAE with d_sae={d_sae}")
         out = []
         for j in range(self.top_values.shape[1]):
             if self.top_position[feature, j] < 0:
@@ -139,6 +143,9 @@ def top_activations(
         >>> stats = top_activations(model, sae, text_windows(model, text), k=10)
         >>> stats.density[7], stats.l0
     """
+    k = checked_count(k, "k", minimum=1)
+    batch_size = checked_count(batch_size, "batch_size", minimum=1)
+    left, right = checked_count(left, "left"), checked_count(right, "right")
     d_sae = sae.cfg.d_sae
     width = left + 1 + right
     offsets = torch.arange(-left, right + 1)

@@ -15,6 +15,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.sae.features.indices import checked_count, checked_patch_index
 from interp.sae.features.logit_effects import decoder_rows
 from interp.sae.sae import SAE
 from interp.sae.splice import HookedSAETransformer
@@ -46,7 +47,18 @@ def feature_patch(
     Example:
         >>> ablated = feature_patch(model, sae, tokens, metric, [(5, 7), (5, 9)])
     """
-    index = torch.as_tensor(index, dtype=torch.long).reshape(-1, 2)
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}.")
+    index = checked_patch_index(index, tokens.shape[1], sae.cfg.d_sae)
+    max_batch_size = checked_count(max_batch_size, "max_batch_size", minimum=1)
+    expected = (*tokens.shape, sae.cfg.d_sae)
+    if values is not None and tuple(values.shape) != expected:
+        raise ValueError(
+            f"values must be [batch, pos, d_sae] = {expected} (the features' new values), "
+            f"got shape {tuple(values.shape)}."
+        )
     tokens = tokens.to(model.device)
     hook_in, hook_out = sae.cfg.hook_name, sae.cfg.output_hook
     _, cache = model.run_with_cache(tokens, names_filter=sorted({hook_in, hook_out}))
