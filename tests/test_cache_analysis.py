@@ -8,6 +8,7 @@ import torch
 from transformer_lens.ActivationCache import ActivationCache as TransformerLensCache
 
 from interp import HookedTransformer, HookedTransformerConfig
+from tests.tolerances import sum_tolerance, tolerance
 
 D_VOCAB = 50
 
@@ -48,6 +49,21 @@ def run(request):
     return model, tokens, logits, cache
 
 
+def decomposition_tolerance(stack: torch.Tensor) -> dict[str, float]:
+    """A decomposition's total against the stream: the sum of its components, and the sums of
+    d_model = 32 products (a head's z @ W_O against the whole layer's) that made them."""
+    return sum_tolerance(stack, reduction=stack.shape[0] + 32)
+
+
+def attribution_tolerance(attributions: torch.Tensor, logits: torch.Tensor) -> dict[str, float]:
+    """Attributions (each a dot product over d_model = 32) summed against the logits."""
+    return tolerance(
+        torch.float32,
+        reduction=attributions.shape[0] * 32,
+        magnitude=attributions.detach().abs().sum(0) + logits.detach().abs().mean(),
+    )
+
+
 def stream_entering(cache, model, layer: int, mlp_input: bool = False):
     if mlp_input:
         return cache["resid_mid", layer]
@@ -62,7 +78,7 @@ def test_decompose_resid_sums_to_the_stream(run):
         stack, labels = cache.decompose_resid(layer, return_labels=True)
         assert stack.shape[0] == len(labels)
         torch.testing.assert_close(
-            stack.sum(0), stream_entering(cache, model, layer), atol=1e-4, rtol=0
+            stack.sum(0), stream_entering(cache, model, layer), **decomposition_tolerance(stack)
         )
     _, labels = cache.decompose_resid(return_labels=True)
     if model.cfg.attn_only:
@@ -77,7 +93,8 @@ def test_decompose_resid_sums_to_the_stream(run):
             "1_mlp_out",
         ]
         stack = cache.decompose_resid(1, mlp_input=True)
-        torch.testing.assert_close(stack.sum(0), cache["resid_mid", 1], atol=1e-4, rtol=0)
+        within = decomposition_tolerance(stack)
+        torch.testing.assert_close(stack.sum(0), cache["resid_mid", 1], **within)
         _, attn_labels = cache.decompose_resid(mode="attn", incl_embeds=False, return_labels=True)
         assert attn_labels == ["0_attn_out", "1_attn_out"]
 
@@ -88,7 +105,8 @@ def test_full_resid_decomposition_sums_to_the_stream(run, expand_neurons):
     stack, labels = cache.get_full_resid_decomposition(
         expand_neurons=expand_neurons, return_labels=True
     )
-    torch.testing.assert_close(stack.sum(0), cache["resid_post", -1], atol=1e-4, rtol=0)
+    within = decomposition_tolerance(stack)
+    torch.testing.assert_close(stack.sum(0), cache["resid_post", -1], **within)
     n_heads = model.cfg.n_layers * model.cfg.n_heads
     assert labels[:n_heads] == [f"L{i}H{h}" for i in range(2) for h in range(4)]
     assert labels[-3:] == ["embed", "pos_embed", "bias"]
@@ -97,19 +115,20 @@ def test_full_resid_decomposition_sums_to_the_stream(run, expand_neurons):
         assert len(labels) == n_heads + n_mlp + 3
         assert labels[n_heads] == ("L0N0" if expand_neurons else "0_mlp_out")
         mid = cache.get_full_resid_decomposition(1, mlp_input=True, expand_neurons=expand_neurons)
-        torch.testing.assert_close(mid.sum(0), cache["resid_mid", 1], atol=1e-4, rtol=0)
+        within = decomposition_tolerance(mid)
+        torch.testing.assert_close(mid.sum(0), cache["resid_mid", 1], **within)
 
 
 def test_head_results_plus_bias_equal_attn_out(run):
     model, tokens, _, cache = run
     heads = cache.stack_head_results()  # [n_layers * n_heads, batch, pos, d_model]
-    per_layer = heads.reshape(2, 4, *heads.shape[1:]).sum(1)
+    by_layer = heads.reshape(2, 4, *heads.shape[1:])
+    per_layer = by_layer.sum(1)
     for layer in range(2):
         torch.testing.assert_close(
             per_layer[layer] + model.blocks[layer].attn.b_O,
             cache["attn_out", layer],
-            atol=1e-5,
-            rtol=0,
+            **decomposition_tolerance(by_layer[layer]),
         )
     # The same numbers when the model caches attn.hook_result itself.
     kind = (
@@ -123,14 +142,16 @@ def test_head_results_plus_bias_equal_attn_out(run):
     with_result.load_state_dict(model.state_dict())
     _, result_cache = with_result.run_with_cache(tokens)
     assert "blocks.0.attn.hook_result" in result_cache
-    torch.testing.assert_close(result_cache.stack_head_results(), heads, atol=1e-5, rtol=0)
+    within = tolerance(torch.float32, reduction=model.cfg.d_head, magnitude=heads)
+    torch.testing.assert_close(result_cache.stack_head_results(), heads, **within)
 
 
 def test_stack_head_results_remainder_and_empty(run):
     _, _, _, cache = run
     stack, labels = cache.stack_head_results(1, incl_remainder=True, return_labels=True)
     assert labels == ["L0H0", "L0H1", "L0H2", "L0H3", "remainder"]
-    torch.testing.assert_close(stack.sum(0), cache["resid_pre", 1], atol=1e-5, rtol=0)
+    within = decomposition_tolerance(stack)
+    torch.testing.assert_close(stack.sum(0), cache["resid_pre", 1], **within)
     empty = cache.stack_head_results(0)
     assert empty.shape == (0, *cache["resid_pre", 0].shape)
 
@@ -141,8 +162,10 @@ def test_neuron_results_sum_to_mlp_out():
     neurons, labels = cache.stack_neuron_results(2, return_labels=True)
     assert labels[:2] == ["L0N0", "L0N1"] and labels[-1] == "L1N63"
     for layer in range(2):
-        summed = neurons[layer * 64 : (layer + 1) * 64].sum(0) + model.blocks[layer].mlp.b_out
-        torch.testing.assert_close(summed, cache["mlp_out", layer], atol=1e-5, rtol=0)
+        layer_neurons = neurons[layer * 64 : (layer + 1) * 64]
+        summed = layer_neurons.sum(0) + model.blocks[layer].mlp.b_out
+        within = sum_tolerance(layer_neurons)
+        torch.testing.assert_close(summed, cache["mlp_out", layer], **within)
     picked = cache.get_neuron_results(1, neuron_slice=[3, 7], pos_slice=-1)
     torch.testing.assert_close(picked, neurons[[64 + 3, 64 + 7]][:, :, -1].movedim(0, 1))
     with pytest.raises(ValueError, match="out of range for d_mlp=64"):
@@ -187,7 +210,9 @@ def test_matches_transformer_lens_activation_cache(run, method, kwargs, pos_slic
     )
     actual, labels = getattr(cache, method)(**kwargs, pos_slice=pos_slice, return_labels=True)
     assert labels == expected_labels
-    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=0)
+    # The same components, normalised by the cached scale or not: sums of up to d_model terms.
+    within = tolerance(torch.float32, reduction=model.cfg.d_model, magnitude=expected)
+    torch.testing.assert_close(actual, expected, **within)
 
 
 def test_stack_neuron_results_matches_transformer_lens():
@@ -198,19 +223,24 @@ def test_stack_neuron_results_matches_transformer_lens():
         expected, expected_labels = reference.stack_neuron_results(2, return_labels=True, **kwargs)
         actual, labels = cache.stack_neuron_results(2, return_labels=True, **kwargs)
         assert labels == expected_labels
-        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=0)
+        within = tolerance(torch.float32, reduction=model.cfg.d_mlp, magnitude=expected)
+        torch.testing.assert_close(actual, expected, **within)
 
 
 def test_apply_ln_to_stack_sums_to_the_normalised_stream():
     model = make_model("ln_mlp")
     _, cache = model.run_with_cache(torch.arange(8)[None])
     ln = model.ln_final
-    normalised = cache.get_full_resid_decomposition(apply_ln=True).sum(0) * ln.w + ln.b
-    torch.testing.assert_close(normalised, cache["ln_final.hook_normalized"], atol=1e-4, rtol=0)
-    mlp_input = cache.decompose_resid(1, mlp_input=True, apply_ln=True, pos_slice=-1).sum(0)
+    stack = cache.get_full_resid_decomposition(apply_ln=True)
+    normalised = stack.sum(0) * ln.w + ln.b  # w and b near 1 and 0: the stack's scale
+    within = decomposition_tolerance(stack)
+    torch.testing.assert_close(normalised, cache["ln_final.hook_normalized"], **within)
+    stack = cache.decompose_resid(1, mlp_input=True, apply_ln=True, pos_slice=-1)
     ln2 = model.blocks[1].ln2
     torch.testing.assert_close(
-        mlp_input * ln2.w + ln2.b, cache["normalized", 1, "ln2"][:, -1], atol=1e-4, rtol=0
+        stack.sum(0) * ln2.w + ln2.b,
+        cache["normalized", 1, "ln2"][:, -1],
+        **decomposition_tolerance(stack),
     )
 
 
@@ -228,11 +258,12 @@ def test_logit_attrs_sum_to_the_logits(run, pos_slice):
     expected = (at_pos - bias_logits).gather(-1, correct[..., None])[..., 0]
     attributions = cache.logit_attrs(stack, correct, pos_slice=pos_slice)
     assert attributions.shape == (stack.shape[0], *correct.shape)
-    torch.testing.assert_close(attributions.sum(0), expected, atol=1e-3, rtol=0)
+    within = attribution_tolerance(attributions, at_pos)
+    torch.testing.assert_close(attributions.sum(0), expected, **within)
 
     expected_diff = expected - (at_pos - bias_logits).gather(-1, wrong[..., None])[..., 0]
     diff = cache.logit_attrs(stack, correct, wrong, pos_slice=pos_slice)
-    torch.testing.assert_close(diff.sum(0), expected_diff, atol=1e-3, rtol=0)
+    torch.testing.assert_close(diff.sum(0), expected_diff, **attribution_tolerance(diff, at_pos))
 
     # apply_ln=True then a plain dot product with ln_final.w * W_U gives the same split.
     normalised = cache.get_full_resid_decomposition(pos_slice=pos_slice, apply_ln=True)
@@ -241,7 +272,7 @@ def test_logit_attrs_sum_to_the_logits(run, pos_slice):
     if ln_weight is not None:
         directions = directions * ln_weight
     by_hand = (normalised * directions).sum(-1)
-    torch.testing.assert_close(by_hand.sum(0), expected, atol=1e-3, rtol=0)
+    torch.testing.assert_close(by_hand.sum(0), expected, **attribution_tolerance(by_hand, at_pos))
 
 
 def test_logit_attrs_one_token_per_example_covers_every_position(run):
@@ -260,7 +291,8 @@ def test_remove_batch_dim_cache():
     assert stack.shape == (6, 32)
     attributions = cache.logit_attrs(stack, 4, pos_slice=-1)
     bias = model.b_U[4] + model.ln_final.b @ model.W_U[:, 4]
-    torch.testing.assert_close(attributions.sum() + bias, logits[0, -1, 4], atol=1e-3, rtol=0)
+    within = attribution_tolerance(attributions[:, None], logits[0, -1])
+    torch.testing.assert_close(attributions.sum() + bias, logits[0, -1, 4], **within)
 
 
 def test_bad_arguments_give_clear_errors():
@@ -296,8 +328,7 @@ def test_cache_in_another_dtype():
     assert stack.dtype == torch.float64
     attributions = cache.logit_attrs(stack, 3, pos_slice=-1)
     bias = model.b_U[3] + model.ln_final.b @ model.W_U[:, 3]
-    torch.testing.assert_close(
-        (attributions.sum() + bias).float(), logits[0, -1, 3], atol=1e-4, rtol=0
-    )
+    within = attribution_tolerance(attributions[:, None].float(), logits[0, -1])  # float32's
+    torch.testing.assert_close((attributions.sum() + bias).float(), logits[0, -1, 3], **within)
     with pytest.raises(ValueError, match=r"Block index 2 is out of range: pass 0..1"):
         cache.get_neuron_results(2)
