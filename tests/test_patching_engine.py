@@ -38,7 +38,9 @@ def test_resid_pre_sweep_computes_no_position_for_nothing(model, monkeypatch, cl
     whichever attention kernel the clean cache was made with. Live runs compute positions
     from their first change on: layer 0, positions 2 and 5 (5 + 2 positions, 3 blocks);
     layers 1 and 2, positions 2-6 (5+4+3+2+1 = 15 positions, 2 and 1 blocks). With the
-    corrupted run (7 positions, 3 blocks), x 2 prompts: 2 * (21 + 21 + 30 + 15) = 174."""
+    corrupted run (7 positions, 3 blocks), x 2 prompts: 2 * (21 + 21 + 30 + 15) = 174.
+    A clean cache of every hook took attention's explicit path, and so does the corrupted
+    run; the unpatched metric then needs one plain forward more (2 * 21 positions)."""
     clean, corrupted, answers = prompts()
     names_filter = None if clean_cache_kind == "every hook" else (lambda n: "resid_pre" in n)
     _, clean_cache = model.run_with_cache(clean, names_filter=names_filter)
@@ -47,11 +49,12 @@ def test_resid_pre_sweep_computes_no_position_for_nothing(model, monkeypatch, cl
     result = patching.get_act_patch_resid_pre(
         model, corrupted, clean_cache, LogitDiff(answers), progress=False
     )
-    assert blocks[0] == 174
+    plain_forward = 2 * 21 if clean_cache_kind == "every hook" else 0
+    assert blocks[0] == 174 + plain_forward
     # In the last block, the MLP runs at the metric's position only, one per live run. Per
     # prompt: the corrupted run 3 * 7; layer-0 runs 7 + 7 + 2; layer-1 runs 15 + 5; layer-2
     # runs 5. That is 62, x 2 prompts.
-    assert mlps[0] == 2 * (21 + 16 + 20 + 5)
+    assert mlps[0] == 2 * (21 + 16 + 20 + 5) + plain_forward
     monkeypatch.undo()
     expected = naive_patch(
         model, corrupted, clean_cache, LogitDiff(answers), patching.layer_pos_patch_setter,

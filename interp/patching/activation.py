@@ -6,7 +6,13 @@ computed by ``interp.patching.engine`` many runs at a time. Every function also 
 ``max_batch_size`` (sequences per forward pass), ``metric_positions`` (for plain metrics:
 the positions whose logits the metric reads, which it then gets alone; without it, the
 logits a plain metric reads are found on the corrupted run and only those are computed, see
-``interp.patching.metrics.infer_metric_reads``) and ``progress`` (a tqdm bar).
+``interp.patching.metrics.infer_metric_reads``), ``progress`` (a tqdm bar) and ``exact``.
+
+Batched runs round differently from one forward per index (other matmul shapes), by float32
+rounding that a normalised metric magnifies by 1 / |clean - corrupted|; a patch that cannot
+change the run (the clean and corrupted values are equal) gives exactly the unpatched metric.
+``exact=True`` runs one forward per index as TransformerLens does (``interp.patching.exact``):
+results equal such a loop bit for bit (``torch.equal``), at the loop's speed.
 """
 
 from __future__ import annotations
@@ -114,6 +120,7 @@ def generic_activation_patch(
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     metric_positions: int | Sequence[int] | None = None,
     progress: bool = True,
+    exact: bool = False,
 ) -> LabelledTensor | tuple[LabelledTensor, Any]:
     """Patch ``activation_name`` from the clean cache into the corrupted run at every index
     and evaluate ``patching_metric`` on each patched run (TransformerLens's signature).
@@ -123,6 +130,10 @@ def generic_activation_patch(
     shape, or the rows of ``index_df`` (a DataFrame with a "layer" column first, an int tensor
     [n, k] or a list of tuples), giving a flat [n] result. ``patch_setter(corrupted_act,
     index, clean_act)`` writes the clean values into the corrupted activation [batch, ...].
+
+    With ``exact=True`` each index is one forward pass of the corrupted tokens with the
+    patch hook, as TransformerLens's loop runs it: the results equal that loop's bit for bit
+    (slower). By default runs are batched, which rounds differently (see the module docstring).
 
     Returns a ``LabelledTensor``; with ``return_index_df``, also the index DataFrame
     (needs pandas).
@@ -164,6 +175,7 @@ def generic_activation_patch(
         max_batch_size=max_batch_size,
         progress=progress,
         description=f"patching {activation_name}",
+        exact=exact,
     )
     if shape is not None:
         result = label_result(values.view(shape), axis_names, model, corrupted_tokens)
@@ -239,6 +251,7 @@ def _sweep(kind: str) -> Callable[..., LabelledTensor]:
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         metric_positions: int | Sequence[int] | None = None,
         progress: bool = True,
+        exact: bool = False,
     ) -> LabelledTensor:
         return generic_activation_patch(
             model,
@@ -251,6 +264,7 @@ def _sweep(kind: str) -> Callable[..., LabelledTensor]:
             max_batch_size=max_batch_size,
             metric_positions=metric_positions,
             progress=progress,
+            exact=exact,
         )
 
     shape = ", ".join(
@@ -262,8 +276,10 @@ def _sweep(kind: str) -> Callable[..., LabelledTensor]:
     time (batched), and return the metric for each: a ``LabelledTensor`` [{shape}] with axes
     {index_axis_names}.
 
-    Same numbers as ``transformer_lens.patching.{name}``. Keyword options:
-    ``max_batch_size``, ``metric_positions``, ``progress`` (see ``generic_activation_patch``).
+    Same numbers as ``transformer_lens.patching.{name}`` up to float32 rounding; with
+    ``exact=True``, bit for bit (one forward per index, as it runs them). Keyword options:
+    ``max_batch_size``, ``metric_positions``, ``progress``, ``exact`` (see
+    ``generic_activation_patch``).
 
     Example:
         >>> result = interp.patching.{name}(model, corrupted_tokens, clean_cache, metric)
@@ -329,6 +345,8 @@ def get_act_patch_block_every(
     model: Any, corrupted_tokens: Int[Tensor, "batch pos"], clean_cache: Any, metric, **options
 ) -> LabelledTensor:
     """``resid_pre``, ``attn_out`` and ``mlp_out`` patching stacked: [3, n_layers, pos].
+    ``options`` are the sweeps' (``max_batch_size``, ``metric_positions``, ``progress``,
+    ``exact``).
 
     Example:
         >>> result = get_act_patch_block_every(model, corrupted_tokens, clean_cache, metric)
@@ -347,6 +365,8 @@ def get_act_patch_attn_head_all_pos_every(
 ) -> LabelledTensor:
     """Head output, q, k, v and pattern patching (all positions) stacked: [5, n_layers, n_heads].
     Under grouped-query attention a k or v entry is its key/value head's (``per_query_head``).
+    ``options`` are the sweeps' (``max_batch_size``, ``metric_positions``, ``progress``,
+    ``exact``).
 
     Example:
         >>> get_act_patch_attn_head_all_pos_every(model, corrupted, clean_cache, metric).shape
@@ -361,7 +381,8 @@ def get_act_patch_attn_head_by_pos_every(
 ) -> LabelledTensor:
     """Head output, q, k, v and pattern (by destination) patching at each position stacked:
     [5, n_layers, pos, n_heads]. Under grouped-query attention a k or v entry is its
-    key/value head's (``per_query_head``).
+    key/value head's (``per_query_head``). ``options`` are the sweeps' (``max_batch_size``,
+    ``metric_positions``, ``progress``, ``exact``).
 
     Example:
         >>> get_act_patch_attn_head_by_pos_every(model, corrupted, clean_cache, metric).shape

@@ -2,7 +2,9 @@
 
 TransformerLens runs one full forward pass per patched index. Here many patched runs share
 each forward pass, and four facts about a causal transformer cut the work without changing
-any result:
+any result (beyond float32 rounding: matmuls over a packed batch round differently from the
+same matmuls over one run; ``exact=True`` runs ``interp.patching.exact`` instead, equal to
+TransformerLens's loop bit for bit):
 
 1. Before the patched layer, a patched run *is* the corrupted run. The corrupted run is done
    once (with a cache); each patched run enters at its own layer, from the cached corrupted
@@ -12,7 +14,8 @@ any result:
    ``s`` equal to the corrupted run, at every later layer. A run computes only positions
    ``s:``, attending to the corrupted run's cached keys and values before ``s``. A patch that
    changes nothing (e.g. before the first token where the prompts differ) needs no forward
-   pass at all.
+   pass at all: its value is the unpatched metric, from a plain forward of the corrupted
+   tokens, exactly as a loop gets it.
 3. Runs are packed end to end along the position axis, not padded to a common length: a
    batch is [prompt, packed_pos, d_model], and an attention mask keeps each run to its own
    positions and to the corrupted prefix before its ``s`` (and, on "local" layers, to the
@@ -25,7 +28,8 @@ any result:
 A batch holds at most ``max_batch_size`` sequences (runs x prompts) and about
 ``interp.patching.packing.MAX_PACKED_LENGTH`` packed positions. Hooks the caller left attached
 to the model would see this packed layout, not the prompts', so with any attached, each
-patched run is one full forward pass instead, as in TransformerLens (with a warning).
+patched run is one full forward pass instead, as in TransformerLens (with a warning; the
+``exact`` path).
 """
 
 from __future__ import annotations
@@ -41,10 +45,10 @@ from tqdm.auto import tqdm
 
 from interp.caching import position_axis
 from interp.kv_cache import KeyValueCacheEntry
+from interp.patching.checks import check_same_shape
 from interp.patching.evaluation import MetricEvaluator
+from interp.patching.exact import PatchSetter, loop_metric_value, run_patches_exactly
 from interp.patching.packing import PackedBatch, PatchRun, pack_runs, write_packed_attention_rows
-
-PatchSetter = Callable[[Tensor, Sequence[int], Tensor], Tensor]
 
 
 def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int | None:
@@ -53,28 +57,6 @@ def first_changed_position(patched: Tensor, original: Tensor, axis: int) -> int 
     changed_at = changed.reshape(changed.shape[0], -1).any(dim=1)  # [pos]
     where = changed_at.nonzero()
     return int(where[0, 0]) if len(where) else None
-
-
-def check_same_shape(
-    name: str,
-    clean: Tensor,
-    corrupted: Tensor,
-    clean_label: str = "clean",
-    corrupted_label: str = "corrupted",
-) -> None:
-    """Raise if an activation's clean and corrupted values differ in shape: the prompts
-    differ in number or length, and patching one into the other would fail or broadcast.
-
-    Example:
-        >>> check_same_shape("blocks.0.hook_z", clean_cache["blocks.0.hook_z"], z)
-    """
-    if clean.shape != corrupted.shape:
-        raise ValueError(
-            f"The {clean_label} {name} has shape {tuple(clean.shape)} but the {corrupted_label} "
-            f"run's is {tuple(corrupted.shape)}; {clean_label} and {corrupted_label} prompts must "
-            "have the same number of prompts and of tokens: choose prompts that tokenize to the "
-            "same length (model.to_str_tokens shows the tokens)."
-        )
 
 
 def cached_key_name(model: Any, layer: int) -> str:
@@ -117,29 +99,38 @@ def corrupted_run_cache(
     first_layer: int,
     extra_names: Sequence[str],
     clean_names: Sequence[str],
-) -> dict[str, Tensor]:
+) -> tuple[Float[Tensor, "prompt pos d_vocab"] | None, dict[str, Tensor]]:
     """One corrupted forward, keeping what patched runs restart from: ``resid_pre``, keys and
     values of every block from ``first_layer`` on, the final residual, and ``extra_names``.
+    Also returns the logits when they are the plain forward's (None otherwise).
 
     Attention takes its explicit path (not the fused kernel) where a pattern or scores hook
     is attached, and the two round differently. The clean run took the explicit path where
     its cache (``clean_names``) holds those; the corrupted run does the same, so positions
     where the prompts agree are bit-identical and patches there are seen to change nothing.
+    Its logits then differ from a plain forward's in the last bits, and are not returned.
     """
     n_layers = model.cfg.n_layers
     names = {f"blocks.{n_layers - 1}.hook_resid_post", *extra_names}
-    names |= {name for name in clean_names if name.endswith(("hook_pattern", "hook_attn_scores"))}
+    explicit = {n for n in clean_names if n.endswith(("hook_pattern", "hook_attn_scores"))}
+    names |= explicit
     for layer in range(first_layer, n_layers):
         names |= {
             f"blocks.{layer}.hook_resid_pre",
             cached_key_name(model, layer),
             f"blocks.{layer}.attn.hook_v",
         }
+    # Caching hooks elsewhere leave every kernel as a plain forward's (only pattern, scores
+    # and norm hooks change them), so without those the logits are the plain ones.
+    plain = not explicit and not any(n.endswith(("hook_scale", "hook_normalized")) for n in names)
     with torch.no_grad():
-        _, cache = model.run_with_cache(
-            tokens, names_filter=sorted(names), return_type=None, return_cache_object=False
+        logits, cache = model.run_with_cache(
+            tokens,
+            names_filter=sorted(names),
+            return_type="logits" if plain else None,
+            return_cache_object=False,
         )
-    return cache
+    return logits, cache
 
 
 def run_patches(
@@ -153,12 +144,21 @@ def run_patches(
     max_batch_size: int = 64,
     progress: bool = True,
     description: str = "patching",
+    exact: bool = False,
 ) -> Float[Tensor, " n_runs"]:
-    """The metric after each patched run, [len(runs)], exactly as if each ran alone.
+    """The metric after each patched run, [len(runs)], as if each ran alone.
 
     ``patch_setter(corrupted_activation [prompt, ...], index, clean_activation)`` returns the
     patched activation (TransformerLens's setter contract); it is applied to the cached
     corrupted activation once per run.
+
+    A patch that writes the values already there (bit for bit) cannot change the run: its
+    value is the unpatched metric, from a plain forward of ``corrupted_tokens`` as a
+    one-forward-per-index loop computes it (exactly 0 for a metric normalised by those
+    logits). Other runs are packed into batches, and matmuls over other shapes round
+    differently: results differ from the loop's by float32 rounding, magnified by a
+    normalised metric's 1 / |clean - corrupted|. With ``exact``, each run is the loop's own
+    forward pass (``interp.patching.exact``): results equal the loop bit for bit, slower.
 
     Example:
         >>> runs = [PatchRun(i, (layer, pos), f"blocks.{layer}.hook_resid_pre", layer) ...]
@@ -176,8 +176,16 @@ def run_patches(
             f"The clean cache has no {missing}; run the clean prompt with run_with_cache "
             "keeping these activations (or without a names_filter)."
         )
+    obstacle = batching_obstacle(model)
+    if exact or obstacle is not None:
+        if obstacle is not None and not exact:
+            warnings.warn(obstacle, stacklevel=3)
+        return run_patches_exactly(
+            model, tokens, clean_cache, patch_setter, runs, patching_metric, metric_positions,
+            progress, description,
+        )  # fmt: skip
     first_layer = min((run.layer for run in runs), default=n_layers - 1)
-    corrupted = corrupted_run_cache(
+    plain_logits, corrupted = corrupted_run_cache(
         model, tokens, first_layer, hook_names, list(clean_cache.keys())
     )
     evaluator = MetricEvaluator(
@@ -188,7 +196,10 @@ def run_patches(
     )
     results = torch.empty(len(runs), device=model.device)
     with torch.no_grad():
-        baseline = evaluator.evaluate(evaluator.read(evaluator.corrupted_final))[0]
+        if plain_logits is None:
+            plain_logits = model(tokens)
+        baseline = loop_metric_value(patching_metric, plain_logits, metric_positions)
+    del plain_logits
 
     def patched_activation(run: PatchRun) -> Tensor:
         corrupted_act = corrupted[run.hook_name]
@@ -200,51 +211,21 @@ def run_patches(
     for run in runs:
         axis = position_axis(run.hook_name)
         first = first_changed_position(patched_activation(run), corrupted[run.hook_name], axis)
-        if first is None:  # the patch changes nothing: the result is the corrupted run's
+        if first is None:  # the patch changes nothing: the result is the unpatched run's
             results[run.number] = baseline
         else:
             run.first_changed = first
             live_runs.append(run)
 
-    obstacle = batching_obstacle(model)
-    if obstacle is not None:
-        warnings.warn(obstacle, stacklevel=3)
     bar = tqdm(total=len(runs), desc=description, disable=not progress)
     bar.update(len(runs) - len(live_runs))
     with torch.no_grad():
-        if obstacle is not None:
-            for run in live_runs:
-                results[run.number] = _run_alone(
-                    model, tokens, clean_cache, patch_setter, run, evaluator
-                )
-                bar.update()
-        else:
-            for batch in pack_runs(live_runs, n_pos, n_prompts, max_batch_size):
-                final = _run_wavefront(model, corrupted, batch, evaluator, patched_activation)
-                results[[run.number for run in batch.runs]] = evaluator.evaluate(final)
-                bar.update(len(batch.runs))
+        for batch in pack_runs(live_runs, n_pos, n_prompts, max_batch_size):
+            final = _run_wavefront(model, corrupted, batch, evaluator, patched_activation)
+            results[[run.number for run in batch.runs]] = evaluator.evaluate(final)
+            bar.update(len(batch.runs))
     bar.close()
     return results
-
-
-def _run_alone(
-    model: Any,
-    tokens: Int[Tensor, "prompt pos"],
-    clean_cache: Any,
-    patch_setter: PatchSetter,
-    run: PatchRun,
-    evaluator: MetricEvaluator,
-) -> Tensor:
-    """The metric after one patched run as TransformerLens does it: a full forward pass
-    whose hook patches the activation as it is computed."""
-    clean_activation = clean_cache[run.hook_name]
-
-    def patch(activation: Tensor, hook: Any) -> Tensor:
-        return patch_setter(activation, list(run.index), clean_activation.to(activation))
-
-    with model.hooks(fwd_hooks=[(run.hook_name, patch)]):
-        final = model(tokens, stop_at_layer=model.cfg.n_layers)
-    return evaluator.evaluate(evaluator.read(final))[0]
 
 
 def _run_wavefront(
@@ -304,7 +285,7 @@ def _shortformer_pos_embed(model: Any, positions: Tensor) -> Tensor | None:
     and keys in every block); None for other models."""
     if model.cfg.positional_embedding_type != "shortformer":
         return None
-    return model.pos_embed.W_pos[positions]  # [1, packed, d_model]
+    return None
 
 
 def _only_outputs_matter(hooks: list, evaluator: MetricEvaluator) -> bool:

@@ -10,7 +10,13 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.components import affine
-from interp.patching.metrics import MetricReads, PatchingMetric, infer_metric_reads, metric_value
+from interp.patching.metrics import (
+    MetricReads,
+    PatchingMetric,
+    check_scores,
+    infer_metric_reads,
+    metric_value,
+)
 
 # Logits (elements) computed at once for plain metrics, which are called run by run.
 LOGITS_BUDGET = 2**24
@@ -97,13 +103,7 @@ class MetricEvaluator:
         run-major; returns [n_runs] float32."""
         n_runs = resid.shape[0] // self.n_prompts
         if self.batched:
-            values = self.metric.score(self.logits(resid))
-            if not isinstance(values, Tensor) or values.shape != (resid.shape[0],):
-                got = f"shape {tuple(values.shape)}" if isinstance(values, Tensor) else values
-                raise ValueError(
-                    f"{type(self.metric).__name__}.score returned {got} for {resid.shape[0]} "
-                    "rows; a PatchingMetric returns one value per row, a [rows] tensor."
-                )
+            values = check_scores(self.metric, self.metric.score(self.logits(resid)), len(resid))
             return values.float().view(n_runs, self.n_prompts).mean(dim=1)
         # Several runs' logits at a time (one read of the unembedding), within a memory budget.
         run_logits_size = self.n_prompts * resid.shape[1] * self.unembed_bias.shape[0]

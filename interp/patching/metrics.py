@@ -91,6 +91,18 @@ def metric_value(
     )
 
 
+def check_scores(metric: PatchingMetric, values: object, n_rows: int) -> Float[Tensor, " rows"]:
+    """``values``, what ``metric.score`` returned for ``n_rows`` rows, if it is one value per
+    row (a [rows] tensor); else a ``ValueError`` naming what it returned."""
+    if not isinstance(values, Tensor) or values.shape != (n_rows,):
+        got = f"shape {tuple(values.shape)}" if isinstance(values, Tensor) else values
+        raise ValueError(
+            f"{type(metric).__name__}.score returned {got} for {n_rows} rows; a PatchingMetric "
+            "returns one value per row, a [rows] tensor."
+        )
+    return values
+
+
 def _short_repr(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -34,8 +34,9 @@ from jaxtyping import Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from interp.patching.engine import check_same_shape
+from interp.patching.checks import check_same_shape
 from interp.patching.evaluation import MetricEvaluator
+from interp.patching.exact import loop_metric_value
 from interp.patching.results import LabelledTensor, label_result
 
 Head = tuple[int, int]
@@ -126,9 +127,21 @@ def path_patch_runs(
     metric_positions: int | Sequence[int] | None = None,
     max_batch_size: int = 64,
     progress: bool = True,
+    exact: bool = False,
+    orig_cache: Any = None,
 ) -> Tensor:
     """The metric for each set of senders patched together through ``receivers``: [n_sets].
-    Many sender sets run as one batch (two forward passes per batch).
+    Many sender sets run as one batch (two forward passes per batch; one when the only
+    receiver is ``"resid_end"``: step 1's final residual is then the answer).
+
+    The orig run's activations (every ``hook_z``, what the receivers read, receiver MLPs'
+    outputs) come from ``orig_cache`` when given (e.g. ``model.run_with_cache(orig_tokens)``,
+    as ARENA's functions take it), else from one run of ``orig_tokens`` here.
+
+    Batches of sender sets round differently from one set at a time. With ``exact=True``
+    each set runs alone, each step one forward pass of ``orig_tokens`` as given with its
+    hooks, and the metric gets the full logits: the results equal such a hand-written loop
+    (``run_with_hooks`` per step, the same ``orig_cache``) bit for bit.
 
     Example:
         >>> path_patch_runs(model, clean_tokens, corrupted_cache, metric,
@@ -150,41 +163,31 @@ def path_patch_runs(
     read_names = {f"blocks.{layer}.hook_resid_pre": layer for layer, _ in head_inputs}
     read_names |= {_mlp_input_name(model, layer): layer for layer in mlp_layers}
     final_name = f"blocks.{n_layers - 1}.hook_resid_post"
-    if resid_end:
+    only_resid_end = resid_end and not head_inputs and not mlp_layers
+    if resid_end and not only_resid_end:
         read_names[final_name] = n_layers - 1
     mlp_out_names = [f"blocks.{layer}.hook_mlp_out" for layer in mlp_layers]
-    with torch.no_grad():
-        _, orig = model.run_with_cache(
-            tokens,
-            names_filter=sorted({*z_names, *read_names, *mlp_out_names, final_name}),
-            return_type=None,
-            return_cache_object=False,
-        )
+    orig_names = sorted({*z_names, *read_names, *mlp_out_names, final_name})
+    orig = _orig_activations(model, tokens, orig_names, orig_cache)
     for name in z_names:
         check_same_shape(name, new_cache[name], orig[name], "new", "orig")
-    evaluator = MetricEvaluator(model, patching_metric, metric_positions, orig[final_name])
-    runs_per_batch = max(1, max_batch_size // n_prompts)
+    evaluator = None
+    if not exact:
+        evaluator = MetricEvaluator(model, patching_metric, metric_positions, orig[final_name])
+    runs_per_batch = 1 if exact else max(1, max_batch_size // n_prompts)
     results = []
     bar = tqdm(total=len(sender_sets), desc="path patching", disable=not progress)
     with torch.no_grad(), _receiver_hook_points(model, bool(head_inputs), bool(mlp_layers)):
         for first in range(0, len(sender_sets), runs_per_batch):
             batch = sender_sets[first : first + runs_per_batch]
             n_runs = len(batch)
-            repeated = tokens.repeat(n_runs, 1)
+            repeated = tokens if n_runs == 1 else tokens.repeat(n_runs, 1)
 
             def tiled(name: str, n_runs: int = n_runs) -> Tensor:
                 return orig[name].repeat(n_runs, *([1] * (orig[name].ndim - 1)))
 
             # Step 1: senders new, other heads (and receiver MLPs) frozen; record the signal.
-            step1_hooks = []
-            for layer in range(n_layers):
-                z = tiled(z_names[layer])
-                for run, senders in enumerate(batch):
-                    rows = slice(run * n_prompts, (run + 1) * n_prompts)
-                    for sender_layer, head in senders:
-                        if sender_layer == layer:
-                            z[rows, :, head] = new_cache[z_names[layer]][:, :, head].to(z)
-                step1_hooks.append((z_names[layer], lambda act, hook, z=z: z))
+            step1_hooks = _frozen_head_hooks(batch, z_names, new_cache, tiled, n_prompts)
             step1_hooks += [
                 (name, lambda act, hook, name=name: tiled(name)) for name in mlp_out_names
             ]
@@ -195,32 +198,95 @@ def path_patch_runs(
 
             step1_hooks += [(name, record) for name in read_names]
             with model.hooks(fwd_hooks=step1_hooks):
-                model(repeated, stop_at_layer=n_layers)
-
-            # Step 2: the orig run, with the signal added to each receiver's own input.
-            step2_hooks = []
-            for (layer, kind), heads in head_inputs.items():
-                delta = signal[f"blocks.{layer}.hook_resid_pre"]
-
-                def add_to_heads(act: Tensor, hook: Any, delta=delta, heads=heads) -> Tensor:
-                    act[:, :, heads] += delta[:, :, None]
-                    return act
-
-                step2_hooks.append((f"blocks.{layer}.hook_{kind}_input", add_to_heads))
-            for layer in mlp_layers:
-                delta = signal[_mlp_input_name(model, layer)]
-                step2_hooks.append(
-                    (f"blocks.{layer}.hook_mlp_in", lambda act, hook, delta=delta: act + delta)
+                output = _final_output(model, repeated, exact and only_resid_end)
+            if not only_resid_end:
+                # Step 2: the orig run, with the signal added to each receiver's own input.
+                step2_hooks = _receiver_hooks(
+                    model, signal, head_inputs, mlp_layers, resid_end, final_name
                 )
-            if resid_end:
-                delta = signal[final_name]
-                step2_hooks.append((final_name, lambda act, hook, delta=delta: act + delta))
-            with model.hooks(fwd_hooks=step2_hooks):
-                final = model(repeated, stop_at_layer=n_layers)
-            results.append(evaluator.evaluate(evaluator.read(final)))
+                with model.hooks(fwd_hooks=step2_hooks):
+                    output = _final_output(model, repeated, exact)
+            if exact:
+                results.append(loop_metric_value(patching_metric, output, metric_positions)[None])
+            else:
+                results.append(evaluator.evaluate(evaluator.read(output)))
             bar.update(n_runs)
     bar.close()
-    return torch.cat(results)
+    return torch.cat(results) if results else torch.empty(0, device=model.device)
+
+
+def _orig_activations(
+    model: Any, tokens: Int[Tensor, "prompt pos"], names: list[str], orig_cache: Any
+) -> dict[str, Tensor]:
+    """The orig run's ``names``: from ``orig_cache`` when given, else from one run here."""
+    if orig_cache is not None:
+        missing = [name for name in names if name not in orig_cache]
+        if missing:
+            raise KeyError(
+                f"orig_cache lacks {missing[:3]}; cache the orig run without a names_filter "
+                "(model.run_with_cache(orig_tokens)) or leave orig_cache out."
+            )
+        return {name: orig_cache[name] for name in names}
+    with torch.no_grad():
+        _, orig = model.run_with_cache(
+            tokens, names_filter=names, return_type=None, return_cache_object=False
+        )
+    return orig
+
+
+def _final_output(model: Any, tokens: Int[Tensor, "rows pos"], full_logits: bool) -> Tensor:
+    """The run's full logits, or (for the batched evaluator) its final residual stream."""
+    if full_logits:
+        return model(tokens)
+    return model(tokens, stop_at_layer=model.cfg.n_layers)
+
+
+def _frozen_head_hooks(
+    batch: Sequence[Sequence[Head]],
+    z_names: list[str],
+    new_cache: Any,
+    tiled: Callable[[str], Tensor],
+    n_prompts: int,
+) -> list[tuple[str, Callable]]:
+    """Step 1's ``hook_z`` hooks: every head's orig output, but each run's senders' from
+    ``new_cache`` (rows ``run * n_prompts`` on are run ``run``'s)."""
+    hooks = []
+    for layer, name in enumerate(z_names):
+        z = tiled(name)
+        for run, senders in enumerate(batch):
+            rows = slice(run * n_prompts, (run + 1) * n_prompts)
+            for sender_layer, head in senders:
+                if sender_layer == layer:
+                    z[rows, :, head] = new_cache[name][:, :, head].to(z)
+        hooks.append((name, lambda act, hook, z=z: z))
+    return hooks
+
+
+def _receiver_hooks(
+    model: Any,
+    signal: dict[str, Tensor],
+    head_inputs: dict[tuple[int, str], list[int]],
+    mlp_layers: list[int],
+    resid_end: bool,
+    final_name: str,
+) -> list[tuple[str, Callable]]:
+    """Step 2's hooks: each receiver's input plus the senders' signal from step 1."""
+    hooks = []
+    for (layer, kind), heads in head_inputs.items():
+        delta = signal[f"blocks.{layer}.hook_resid_pre"]
+
+        def add_to_heads(act: Tensor, hook: Any, delta=delta, heads=heads) -> Tensor:
+            act[:, :, heads] += delta[:, :, None]
+            return act
+
+        hooks.append((f"blocks.{layer}.hook_{kind}_input", add_to_heads))
+    for layer in mlp_layers:
+        delta = signal[_mlp_input_name(model, layer)]
+        hooks.append((f"blocks.{layer}.hook_mlp_in", lambda act, hook, delta=delta: act + delta))
+    if resid_end:
+        delta = signal[final_name]
+        hooks.append((final_name, lambda act, hook, delta=delta: act + delta))
+    return hooks
 
 
 def path_patch(
@@ -238,6 +304,8 @@ def path_patch(
     Receivers: ``"resid_end"`` (the final residual stream), ``(layer, head, "q"|"k"|"v")``
     (one head's query, key or value input; under grouped-query attention a key or value
     input is shared by a group of heads, given whole), ``(layer, "mlp")`` (an MLP's input).
+    ``options`` are ``path_patch_runs``'s (``metric_positions``, ``max_batch_size``,
+    ``progress``, ``exact``, ``orig_cache``).
 
     Example:
         >>> path_patch(model, clean_tokens, corrupted_cache, metric, senders=[(9, 9)],
@@ -263,6 +331,7 @@ def get_path_patch_head_to_final_resid_post(
 ) -> LabelledTensor:
     """Each head as the sender, the final residual stream as the receiver (its direct effect,
     MLPs recomputed): a ``LabelledTensor`` [n_layers, n_heads] (ARENA's function).
+    ``options`` are ``path_patch_runs``'s (``exact=True``: bit for bit ARENA's loop).
 
     Example:
         >>> get_path_patch_head_to_final_resid_post(model, clean_tokens, abc_cache, metric)
@@ -286,6 +355,8 @@ def get_path_patch_head_to_heads(
     """Each head as the sender, the ``receiver_input`` ("q", "k", "v" or several) of
     ``receiver_heads`` as the receivers: a ``LabelledTensor`` [n_layers, n_heads]. Senders in or
     after the receivers' layer cannot reach them and score the orig run's value.
+    ``options`` are ``path_patch_runs``'s (``exact=True``: bit for bit a loop of two
+    ``run_with_hooks`` per head).
 
     Example:
         >>> get_path_patch_head_to_heads(model, clean_tokens, abc_cache, metric,
