@@ -285,7 +285,7 @@ def _shortformer_pos_embed(model: Any, positions: Tensor) -> Tensor | None:
     and keys in every block); None for other models."""
     if model.cfg.positional_embedding_type != "shortformer":
         return None
-    return None
+    return model.pos_embed.W_pos[positions]  # [1, packed, d_model]
 
 
 def _only_outputs_matter(hooks: list, evaluator: MetricEvaluator) -> bool:
