@@ -9,16 +9,19 @@ comes out exactly once an epoch. ``set_epoch`` reshuffles.
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from torch import Tensor
 from torch.utils.data import IterableDataset, get_worker_info
 
-from interp.harvest.shards import MANIFEST
+from interp.harvest.shards import MANIFEST, sha256_file
+
+_REDO = "run the same harvest command again to redo it (it rewrites shards that changed)"
 
 
 class ActivationStore(IterableDataset):
@@ -26,6 +29,10 @@ class ActivationStore(IterableDataset):
     buffer of ``shuffle_buffer`` vectors (0: shard order, no shuffle). Yields vectors [d], or
     batches [batch_size, d] with ``batch_size`` (the last may be short); with ``with_tokens``,
     (vectors, token_ids) pairs.
+
+    A shard missing or of another size than the manifest records is refused when the store
+    is made; a shard's bytes are checked against the manifest's sha256 the first time the
+    store reads it (one streamed pass), so a changed shard is never read.
 
     Example:
         >>> store = ActivationStore("acts/", "blocks.1.hook_resid_post", batch_size=4096, seed=0)
@@ -49,22 +56,22 @@ class ActivationStore(IterableDataset):
     ) -> None:
         super().__init__()
         self.path = Path(path)
-        manifest_path = self.path / MANIFEST
-        if not manifest_path.is_file():
-            raise FileNotFoundError(f"{manifest_path} does not exist; is {path!r} a harvest?")
-        self.manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if self.manifest.get("status") != "complete":
-            raise ValueError(
-                f"The harvest in {str(path)!r} is not finished; run the same harvest command "
-                "again to complete it."
-            )
+        self.manifest = _read_manifest(self.path)
         hooks = list(self.manifest["config"]["hooks"])
         if hook is None and len(hooks) != 1:
             raise ValueError(f"This harvest has hooks {hooks}; choose one with hook=.")
         if hook is not None and hook not in hooks:
             raise KeyError(f"Hook {hook!r} was not harvested; this harvest has {hooks}.")
-        if not 0 <= rank < world_size:
+        if batch_size is not None:
+            batch_size = _count(batch_size, "batch_size", 1, "or None for single vectors")
+        shuffle_buffer = _count(shuffle_buffer, "shuffle_buffer", 0, "0 reads in shard order")
+        world_size = _count(world_size, "world_size", 1, "the number of training processes")
+        rank = _count(rank, "rank", 0, "this process's index")
+        if not rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size}).")
+        self._records = {record["file"]: record for record in self.manifest["shards"]}
+        for record in self._records.values():
+            self._check_size(record)
         self.hook = hook or hooks[0]
         self.batch_size = batch_size
         self.shuffle_buffer = shuffle_buffer
@@ -72,6 +79,9 @@ class ActivationStore(IterableDataset):
         self.with_tokens = with_tokens
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
+        # Shards whose sha256 this copy of the store checked: once per shard in one process
+        # (in each DataLoader worker, once per epoch unless persistent_workers=True).
+        self._verified: set[str] = set()
 
     @property
     def n_tokens(self) -> int:
@@ -101,8 +111,35 @@ class ActivationStore(IterableDataset):
         return torch.Generator().manual_seed(hash((self.seed, self.epoch, part)) & (2**63 - 1))
 
     def _read(self, file: str) -> tuple[Tensor, Tensor]:
-        with safe_open(str(self.path / file), framework="pt") as shard:
-            return shard.get_tensor(self.hook), shard.get_tensor("token_ids")
+        """A shard's vectors and token ids; the first time this store opens it, its bytes
+        are checked against the manifest's sha256 (one streamed pass, then page cache)."""
+        path = self.path / file
+        if file not in self._verified:
+            record = self._records[file]
+            self._check_size(record)
+            if "sha256" in record and sha256_file(path) != record["sha256"]:
+                raise ValueError(
+                    f"{path}'s bytes changed since the harvest (its sha256 is not the one in "
+                    f"{MANIFEST}); {_REDO}."
+                )
+            self._verified.add(file)
+        try:
+            with safe_open(str(path), framework="pt") as shard:
+                return shard.get_tensor(self.hook), shard.get_tensor("token_ids")
+        except SafetensorError as error:
+            raise ValueError(f"{path} is not a readable shard ({error}); {_REDO}.") from error
+
+    def _check_size(self, record: dict[str, Any]) -> None:
+        """A shard the manifest lists is there, with the size it records."""
+        path = self.path / record["file"]
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}, a shard {MANIFEST} lists, is missing; {_REDO}.")
+        size = path.stat().st_size
+        if "bytes" in record and size != record["bytes"]:
+            raise ValueError(
+                f"{path} is {size} bytes, but {MANIFEST} records {record['bytes']}: it was "
+                f"truncated or replaced; {_REDO}."
+            )
 
     def _mixed(self) -> Iterator[tuple[Tensor, Tensor]]:
         """Blocks of (vectors, token_ids), shuffled through the buffer."""
@@ -151,3 +188,46 @@ class ActivationStore(IterableDataset):
         if self.batch_size is not None and n_pending:
             batch, batch_ids = torch.cat(pending_vectors), torch.cat(pending_ids)
             yield (batch, batch_ids) if self.with_tokens else batch
+
+
+def _read_manifest(folder: Path) -> dict[str, Any]:
+    """A finished harvest's manifest, checked to have what the store reads."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; is {str(folder)!r} a harvest?")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(
+            f"{path} is not valid JSON ({error}): the harvest's manifest is damaged; harvest "
+            "again into a new folder."
+        ) from error
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path} holds a JSON {type(manifest).__name__}, not a harvest manifest.")
+    if manifest.get("status") != "complete":
+        raise ValueError(
+            f"The harvest in {str(folder)!r} is not finished; run the same harvest command "
+            "again to complete it."
+        )
+    config, shards = manifest.get("config"), manifest.get("shards")
+    well_formed = (
+        isinstance(config, dict)
+        and isinstance(config.get("hooks"), dict)
+        and isinstance(shards, list)
+        and all(isinstance(r, dict) and isinstance(r.get("file"), str) for r in shards)
+    )
+    if not well_formed:
+        raise ValueError(
+            f"{path} is not a finished harvest's manifest (it needs config.hooks and a list of "
+            "shards, each with its file); harvest again into a new folder."
+        )
+    return manifest
+
+
+def _count(value: object, name: str, minimum: int, meaning: str) -> int:
+    """``value`` as an int >= ``minimum``, else an error naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= {minimum} ({meaning}), got {value!r}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum} ({meaning}), got {value}.")
+    return int(value)
