@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.utils.activations import gelu_fast, solu
+
 # Checking a bias reads it once (a few microseconds); skipping it saves a pass over
 # rows x d_out. Below this many rows (a decoding step, a short prompt) the check would cost
 # more than it saves, so the bias is simply added.
@@ -44,19 +46,9 @@ def affine(
     return flat.view(*x.shape[:-1], weight.shape[-1])
 
 
-def gelu_fast(x: Tensor) -> Tensor:
-    """GELU's "fast" tanh approximation, as TransformerLens and Hugging Face write it."""
-    return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
-
-
 def gelu_tanh(x: Tensor) -> Tensor:
     """GELU's tanh approximation: GPT-2's "gelu_new", Gemma's "gelu_pytorch_tanh"."""
     return F.gelu(x, approximate="tanh")
-
-
-def solu(x: Float[Tensor, "... d_mlp"]) -> Float[Tensor, "... d_mlp"]:
-    """SoLU, ``x * softmax(x)`` over the neurons (the "_ln" variant's layer norm is the MLP's)."""
-    return x * F.softmax(x, dim=-1)
 
 
 # The model's activations by config name: fused PyTorch kernels where one computes the same

@@ -7,8 +7,10 @@ weights of their checkpoint, so their logits equal the original model's.
 - ``fold_layer_norm``: each pre-norm's weight (and a layer norm's bias) moves into the layer
   that reads it (W_Q/W_K/W_V, W_in and W_gate, W_U); layer norms become ``"LNPre"`` (centre
   and scale only; the readers are then centred over d_model), RMS norms ``"RMSPre"`` (scale
-  only). Sandwich post-norms (``ln1_post``/``ln2_post``) and QK norms keep their weights:
-  what follows them is a sum into the residual stream or a rotation, not a linear reader.
+  only). A "solu_ln" MLP's layer norm (``mlp.ln``, after the activation) folds into W_out
+  and b_out the same way. Sandwich post-norms (``ln1_post``/``ln2_post``) and QK norms keep
+  their weights: what follows them is a sum into the residual stream or a rotation, not a
+  linear reader. Shortformer models cannot fold: their positions are added after ln1.
 - ``center_writing_weights``: everything that writes to the residual stream (W_E, W_pos,
   W_O, b_O, W_out, b_out) gets zero mean over d_model; every reader centres its input anyway
   (layer-norm models only).
@@ -21,7 +23,8 @@ weights of their checkpoint, so their logits equal the original model's.
 
 ``process_weights`` checks every requested step first and raises a ``ValueError`` naming the
 step, the reason and the fix when one cannot apply, before any weight changes;
-``skipped_steps`` says which steps TransformerLens would skip with a warning instead.
+``skipped_steps`` says which steps TransformerLens would skip with a warning instead
+(for shortformer models: fold_ln, center_writing_weights and center_unembed).
 Processing happens in float32 (float64 for the refactor) and is cast back to the model's dtype.
 """
 
@@ -40,6 +43,11 @@ def _fold_ln_problem(model: Any) -> str | None:
     cfg = model.cfg
     if cfg.normalization_type in ("LNPre", "RMSPre"):
         return None  # already folded
+    if cfg.positional_embedding_type == "shortformer" and cfg.normalization_type is not None:
+        return (
+            "fold_ln cannot fold ln1 into W_Q/W_K of a shortformer model: its position "
+            "embeddings are added after ln1, and folding would scale them too"
+        )
     if cfg.normalization_type not in ("LN", "LNPre", "RMS", "RMSPre"):
         return (
             f"fold_ln needs a model with layer norms or RMS norms (normalization_type "
@@ -120,6 +128,8 @@ def fold_layer_norm(model: Any, center_weights: bool = True) -> None:
             _fold_into(block.ln2, mlp.W_in, mlp.b_in, center_weights, d_model_axis=0)
             if model.cfg.gated_mlp:  # no gate bias: _fold_ln_problem checked ln2's is zero
                 _fold_into(block.ln2, mlp.W_gate, None, center_weights, d_model_axis=0)
+            if getattr(mlp.ln, "w", None) is not None:  # solu_ln's norm, over d_mlp
+                _fold_into(mlp.ln, mlp.W_out, mlp.b_out, center_weights, d_model_axis=0)
     unembed = model.unembed
     _fold_into(model.ln_final, unembed.W_U, unembed.b_U, center_weights, d_model_axis=0)
     model.cfg.normalization_type = f"{kind}Pre"
@@ -149,16 +159,20 @@ def _replace_pre_norms(model: Any) -> None:
     names, keeping their hook points (and any hooks on them)."""
     for owner, name in _pre_norms(model):
         old = getattr(owner, name)
-        new = make_norm(model.cfg)
+        new = make_norm(model.cfg, old.length)  # d_mlp for a SoLU MLP's ln
         new.hook_scale, new.hook_normalized = old.hook_scale, old.hook_normalized
         setattr(owner, name, new)
     model.setup()
 
 
 def _pre_norms(model: Any) -> list[tuple[Any, str]]:
+    """The norms whose weights fold into the next layer: ln1, ln2, ln_final, and the layer
+    norm after a "solu_ln" activation (``mlp.ln``, over d_mlp) when it has weights."""
     norms = [(model, "ln_final")]
     for block in model.blocks:
         norms += [(block, "ln1")] if model.cfg.attn_only else [(block, "ln1"), (block, "ln2")]
+        if not model.cfg.attn_only and getattr(block.mlp.ln, "w", None) is not None:
+            norms.append((block.mlp, "ln"))
     return norms
 
 
@@ -271,6 +285,10 @@ _STEPS = {  # in TransformerLens's order: (the step, why it cannot apply or None
 }
 # The steps TransformerLens skips with a warning when the model cannot take them.
 _SKIPPED_BY_TRANSFORMER_LENS = ("fold_ln", "center_writing_weights", "center_unembed")
+_SHORTFORMER_SKIP = (
+    "TransformerLens's from_pretrained skips {step} for shortformer models (fold_ln cannot "
+    "apply: positions are added after ln1)"
+)
 
 
 def skipped_steps(model: Any, **wanted: bool) -> dict[str, str]:
@@ -284,6 +302,9 @@ def skipped_steps(model: Any, **wanted: bool) -> dict[str, str]:
         {'center_writing_weights': "center_writing_weights needs layer norms ..."}
     """
     reasons = {name: _STEPS[name][1](model) for name in _SKIPPED_BY_TRANSFORMER_LENS}
+    if model.cfg.positional_embedding_type == "shortformer":
+        for name in ("center_writing_weights", "center_unembed"):
+            reasons[name] = reasons[name] or _SHORTFORMER_SKIP.format(step=name)
     return {name: reason for name, reason in reasons.items() if wanted.get(name) and reason}
 
 

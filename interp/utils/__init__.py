@@ -2,7 +2,8 @@
 
 One module a concept: ``names`` (hook-name shorthand), ``slice`` (``Slice``), ``tensors``,
 ``init`` (weight initialisers), ``tokens`` (masks and dataset packing), ``lm`` (next-token
-metrics) and ``exploration`` (``test_prompt``). ``lm_cross_entropy_loss`` and
+metrics), ``activations`` (``gelu_new``, ``solu``... and ``ACTIVATION_FN_DICT``) and
+``exploration`` (``test_prompt``). ``lm_cross_entropy_loss`` and
 ``composition_scores`` are the model's and the analysis package's, re-exported here.
 """
 
@@ -11,6 +12,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from interp.utils.activations import (
+    ACTIVATION_FN_DICT,
+    SUPPORTED_ACTIVATIONS,
+    XIELU,
+    ActivationFunction,
+    gelu_fast,
+    gelu_new,
+    gelu_pytorch_tanh,
+    solu,
+    xielu,
+)
 from interp.utils.exploration import test_prompt
 from interp.utils.init import (
     calc_fan_in_and_fan_out,
@@ -54,11 +66,18 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ACTIVATION_FN_DICT",
+    "ActivationFunction",
+    "SUPPORTED_ACTIVATIONS",
     "Slice",
     "SliceInput",
     "TokenDataset",
+    "XIELU",
     "calc_fan_in_and_fan_out",
     "composition_scores",
+    "gelu_fast",
+    "gelu_new",
+    "gelu_pytorch_tanh",
     "get_act_name",
     "get_attention_mask",
     "get_corner",
@@ -79,8 +98,10 @@ __all__ = [
     "remove_batch_dim",
     "repeat_along_head_dimension",
     "set_nested_attr",
+    "solu",
     "test_prompt",
     "to_numpy",
     "tokenize_and_concatenate",
     "transpose",
+    "xielu",
 ]
