@@ -32,6 +32,28 @@ _LAYER_IN_NAME = re.compile(r"^blocks\.(\d+)\.")
 _HOOK_LISTS_LOCK = threading.Lock()
 
 
+def check_direction(value: object, argument: str = "dir", allow_both: bool = False) -> None:
+    """Raise a ValueError naming ``value`` unless it is "fwd" or "bwd" (or "both" when
+    ``allow_both``: removing hooks of both directions)."""
+    valid = ("fwd", "bwd", "both") if allow_both else ("fwd", "bwd")
+    if not (isinstance(value, str) and value in valid):
+        shown = " or ".join(repr(v) for v in valid)
+        raise ValueError(
+            f"{argument}={value!r} is not a hook direction: pass {shown} (forward hooks see "
+            "activations, backward hooks their gradients)."
+        )
+
+
+def check_level(level: object) -> None:
+    """Raise a TypeError naming ``level`` unless it is None or an int >= 0 (a ``hooks()``
+    nesting depth)."""
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int) or level < 0):
+        raise TypeError(
+            f"level={level!r} is not a hooks() context level: pass None (every level) or an "
+            "int >= 0."
+        )
+
+
 @dataclass(eq=False)
 class Hook:
     """One hook function attached to one hook point; ``remove()`` detaches it.
@@ -70,8 +92,7 @@ class HookPoint(nn.Module):
         self.ctx: dict[Any, Any] = {}  # free storage for hooks (TransformerLens's ``ctx``)
 
     def hooks_of(self, direction: Direction) -> list[Hook]:
-        if direction not in ("fwd", "bwd"):
-            raise ValueError(f"Hook direction must be 'fwd' or 'bwd', got {direction!r}.")
+        check_direction(direction, "direction")
         return self.fwd_hooks if direction == "fwd" else self.bwd_hooks
 
     def visible_hooks(self, direction: Direction) -> list[Hook]:
@@ -123,7 +144,8 @@ class HookPoint(nn.Module):
         """
         if not callable(hook):
             raise TypeError(f"A hook must be callable as fn(activation, hook), got {hook!r}.")
-        self.hooks_of(dir)  # a bad direction raises before anything is attached
+        check_direction(dir)  # bad arguments raise before anything is attached
+        check_level(level)
         return self.attach(Hook(self, hook, dir, is_permanent, level), prepend)
 
     def add_perma_hook(self, hook: HookFn, dir: Direction = "fwd") -> Hook:
@@ -145,8 +167,8 @@ class HookPoint(nn.Module):
     ) -> None:
         """Remove this thread's hooks in ``dir`` (only those of context ``level`` if given);
         other threads' context hooks stay theirs."""
-        if dir not in ("fwd", "bwd", "both"):
-            raise ValueError(f"Hook direction must be 'fwd', 'bwd' or 'both', got {dir!r}.")
+        check_direction(dir, allow_both=True)
+        check_level(level)
         thread = threading.get_ident()
 
         def stays(hook: Hook) -> bool:

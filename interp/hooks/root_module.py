@@ -23,7 +23,14 @@ import torch
 from torch import Tensor, nn
 
 from interp.caching import ActivationKeeper, PositionSlice
-from interp.hooks.hook_point import Direction, Hook, HookFn, HookPoint
+from interp.hooks.hook_point import (
+    Direction,
+    Hook,
+    HookFn,
+    HookPoint,
+    check_direction,
+    check_level,
+)
 from interp.hooks.names import HookName, HookNamesMixin, NamesFilter, check_hook_pairs
 
 _BWD_HOOKS_RESET_WARNING = (  # TransformerLens's text, then the fix
@@ -92,6 +99,10 @@ class HookedRootModule(HookNamesMixin, nn.Module):
 
         It stays (for every thread) until removed: ``reset_hooks()`` or each ``Hook.remove()``.
         """
+        if not callable(hook):
+            raise TypeError(f"A hook must be callable as fn(activation, hook), got {hook!r}.")
+        check_direction(dir)  # before any point: a predicate may match none
+        check_level(level)
         return [
             point.add_hook(hook, dir, is_permanent, level, prepend)
             for point in self._points_named(name)
@@ -107,6 +118,8 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         level: int | None = None,
     ) -> None:
         """Remove this thread's hooks (only those of context ``level`` if given)."""
+        check_direction(direction, "direction", allow_both=True)
+        check_level(level)
         for hook_point in self.hook_dict.values():
             hook_point.remove_hooks(direction, including_permanent, level)
 
@@ -123,6 +136,8 @@ class HookedRootModule(HookNamesMixin, nn.Module):
     ) -> None:
         """Remove every hook (permanent ones too if ``including_permanent``) and empty each
         hook point's ``ctx``; another thread's context hooks stay (its context removes them)."""
+        check_direction(direction, "direction", allow_both=True)  # before anything changes
+        check_level(level)
         if clear_contexts:
             self.clear_contexts()
         self.remove_all_hook_fns(direction, including_permanent, level)
