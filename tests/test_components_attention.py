@@ -19,6 +19,7 @@ from interp.components.attention import Attention
 from interp.components.rotary import Llama3Scaling, RotaryEmbedding, inverse_frequencies
 from interp.config import HookedTransformerConfig
 from interp.kv_cache import KeyValueCacheEntry
+from tests.tolerances import tolerance
 
 # Positions of a left-padded batch (HF: cumsum - 1), and far past any n_ctx.
 POSITIONS = torch.tensor([[0, 0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6]])
@@ -30,6 +31,17 @@ def hf_rotate(rotary_emb, apply, q, positions, **kwargs):
     cos, sin = rotary_emb(q, positions, **kwargs)
     rotated, _ = apply(q.transpose(1, 2), q.transpose(1, 2), cos, sin)
     return rotated.transpose(1, 2)
+
+
+def rotary_tolerance(expected: torch.Tensor) -> dict[str, float]:
+    """A rotation: each output a sum of two products (cos and sin) of the input."""
+    return tolerance(expected.dtype, reduction=2, magnitude=expected)
+
+
+def attention_tolerance(cfg: HookedTransformerConfig, expected: torch.Tensor) -> dict[str, float]:
+    """One attention sub-layer computed two ways: its longest sum is over d_model or the heads."""
+    widest = max(cfg.d_model, cfg.n_heads * cfg.d_head)
+    return tolerance(cfg.dtype, reduction=widest, magnitude=expected)
 
 
 LLAMA_ROPE = {
@@ -64,7 +76,7 @@ def test_rotary_equals_llama(rope, positions, dtype):
     torch.testing.assert_close(ours.inv_freq, hf.inv_freq, atol=0, rtol=0)
     q = torch.randn(positions.shape[0], positions.shape[1], 2, 32).to(dtype)
     expected = hf_rotate(hf, hf_llama.apply_rotary_pos_emb, q, positions)
-    torch.testing.assert_close(ours(q, positions), expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(ours(q, positions), expected, **rotary_tolerance(expected))
 
 
 def test_llama3_scaling_bites():
@@ -82,7 +94,7 @@ def test_partial_rotary_equals_gpt_neox():
     q = torch.randn(2, 7, 2, 32)
     expected = hf_rotate(hf, hf_neox.apply_rotary_pos_emb, q, POSITIONS)
     actual = ours(q, POSITIONS)
-    torch.testing.assert_close(actual, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(actual, expected, **rotary_tolerance(expected))
     assert torch.equal(actual[..., 8:], q[..., 8:])  # only the first rotary_dim dims rotate
 
 
@@ -93,7 +105,7 @@ def test_adjacent_pairs_equal_gpt_j():
     rotated = hf_gptj.apply_rotary_pos_emb(q[..., :16], sin, cos)
     expected = torch.cat([rotated, q[..., 16:]], dim=-1)
     ours = RotaryEmbedding(inverse_frequencies(16, 10000.0), adjacent_pairs=True)
-    torch.testing.assert_close(ours(q, POSITIONS), expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(ours(q, POSITIONS), expected, **rotary_tolerance(expected))
 
 
 def test_local_and_global_rotary_equal_gemma3():
@@ -129,7 +141,7 @@ def test_local_and_global_rotary_equal_gemma3():
     for layer, layer_type in enumerate(["sliding_attention", "full_attention"]):
         expected = hf_rotate(hf, hf_llama.apply_rotary_pos_emb, q, POSITIONS, layer_type=layer_type)
         ours = RotaryEmbedding.from_config(cfg, layer)
-        torch.testing.assert_close(ours(q, POSITIONS), expected, atol=1e-6, rtol=0)
+        torch.testing.assert_close(ours(q, POSITIONS), expected, **rotary_tolerance(expected))
 
 
 # ---------------------------------------------------------------------------- attention
@@ -206,7 +218,7 @@ def test_fused_and_explicit_paths_agree(combination, monkeypatch):
         assert calls[0] == 1
         reference = explicit(attn, x, x, x, query_positions=positions, key_positions=positions)
     assert calls[0] == 1
-    torch.testing.assert_close(fused, reference, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fused, reference, **attention_tolerance(attn.cfg, reference))
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS[::3], ids=combination_id)
@@ -228,7 +240,7 @@ def test_fused_and_explicit_paths_agree_left_padded(combination):
             query_positions=positions,
             key_positions=positions,
         )
-    torch.testing.assert_close(fused, reference, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fused, reference, **attention_tolerance(attn.cfg, reference))
 
 
 @pytest.mark.parametrize(
@@ -247,7 +259,8 @@ def test_cached_decoding_equals_the_full_forward(combination):
                 chunk = x[:, start : start + size]
                 outputs.append(path(chunk, chunk, chunk, past_kv_cache_entry=entry))
                 start += size
-            torch.testing.assert_close(torch.cat(outputs, dim=1), whole, atol=1e-5, rtol=0)
+            within = attention_tolerance(cfg, whole)
+            torch.testing.assert_close(torch.cat(outputs, dim=1), whole, **within)
             assert entry.keys.shape == (2, 9, cfg.n_key_value_heads, 8)
 
 
@@ -269,7 +282,8 @@ def test_soft_capped_scores_take_the_explicit_path(n_key_value_heads, monkeypatc
     assert raw.abs().max() > 2 * cap  # the cap bites
     allowed = attn.attention_mask(7, 7, None, x.device)
     expected = (cap * torch.tanh(raw / cap)).masked_fill(~allowed, float("-inf"))
-    torch.testing.assert_close(seen["hook_attn_scores"], expected, atol=1e-6, rtol=0)
+    within = tolerance(torch.float32, reduction=cfg.d_head, magnitude=raw)
+    torch.testing.assert_close(seen["hook_attn_scores"], expected, **within)
 
 
 def test_window_mask_equals_hugging_face():
@@ -338,7 +352,7 @@ def test_fewer_queries_than_keys_need_their_positions():
             allowed_keys=attn.attention_mask(5, 5, None, x.device)[:, :, 3:],
             query_positions=torch.arange(3, 5)[None],
         )
-    torch.testing.assert_close(last, full[:, 3:], atol=1e-6, rtol=0)
+    torch.testing.assert_close(last, full[:, 3:], **attention_tolerance(attn.cfg, full))
 
 
 # ----------------------------------------------------- against Hugging Face's attention
@@ -441,10 +455,14 @@ def test_attention_equals_hugging_face(family, implementation):
         expected, hf_pattern = hf(x, rotary(x, positions, **kwargs), additive)
         if implementation == "eager":
             attn.hook_pattern.add_hook(lambda pattern, hook: seen.update(pattern=pattern))
+            attn.hook_attn_scores.add_hook(lambda scores, hook: seen.update(scores=scores))
         actual = attn(x, x, x, query_positions=positions, key_positions=positions)
-    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(actual, expected, **attention_tolerance(cfg, expected))
     if implementation == "eager":
-        torch.testing.assert_close(seen["pattern"], hf_pattern, atol=1e-6, rtol=0)
+        # A probability moves by at most twice its scores' error: sums over d_model, d_head.
+        scores = seen["scores"][seen["scores"].isfinite()]
+        within = tolerance(torch.float32, reduction=cfg.d_model, depth=2, magnitude=scores)
+        torch.testing.assert_close(seen["pattern"], hf_pattern, **within)
 
 
 def ours_from_hf(cfg: HookedTransformerConfig, hf: nn.Module, family: str) -> Attention:
