@@ -53,12 +53,16 @@ def test_alias_table_equals_transformer_lens_for_the_supported_families():
     families = ("EleutherAI/pythia", "meta-llama/Llama-3", "meta-llama/Meta-Llama-3", "Qwen/Qwen2")
     families += ("Qwen/Qwen3", "google/gemma-2-", "google/gemma-3-", "mistralai/Mistral-7B-v0.1")
     families += ("mistralai/Mistral-7B-Instruct-v0.1", "mistralai/Mistral-Nemo", "gpt2", "distil")
+    families += ("NeelNanda/", "ArthurConmy/", "meta-llama/Llama-2", "codellama/", "Qwen/Qwen1.5")
+    families += ("EleutherAI/gpt-neox", "mistralai/Mistral-Small", "Qwen/QwQ")
     theirs = {
         name: tl.MODEL_ALIASES.get(name, [])
         for name in tl.OFFICIAL_MODEL_NAMES
         if name.startswith(families)
     }
-    assert theirs == MODEL_ALIASES
+    # TL 4 dropped the aliases of TL 2.18 (whose table interp's is) that repeat the name.
+    ours = {name: [a for a in aliases if a != name] for name, aliases in MODEL_ALIASES.items()}
+    assert theirs == ours
 
 
 @pytest.mark.parametrize(
@@ -192,7 +196,7 @@ def test_missing_and_unexpected_tensors_are_listed(tmp_path):
         ),
         (
             dict(rope_parameters=dict(rope_type="yarn", rope_theta=1e4, factor=2.0)),
-            "rope type 'yarn' (field 'rope_parameters' or 'rope_scaling') is not supported; "
+            "rope type 'yarn' (field 'rope_parameters') is not supported; "
             "interp supports 'default', 'linear' and 'llama3'.",
         ),
         (dict(mlp_bias=True), "field 'mlp_bias' is true: interp's gated MLP has no bias"),

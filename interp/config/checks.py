@@ -175,6 +175,8 @@ def _check_positive(cfg: HookedTransformerConfig, name: str) -> None:
 def check_supported(cfg: HookedTransformerConfig) -> None:
     for name, (allowed, feature) in _ONLY_SUPPORTED.items():
         value = getattr(cfg, name)
+        if name == "final_rms" and cfg.normalization_type in ("RMS", "RMSPre"):
+            continue  # TL's configs set it on RMS models, whose final norm is RMS already
         if value not in allowed:
             raise ValueError(
                 f"{name}={value!r} is not supported yet (interp's model has no {feature}); "

@@ -4,11 +4,17 @@ Such a state dict loads with ``model.load_state_dict`` as it is; this loader als
 file saved with ``torch.save``, drops the causal-mask buffers TransformerLens stores with the
 weights (``attn.mask``, ``attn.IGNORE``), checks names and shapes, and builds the model
 without a second copy of the weights.
+
+TransformerLens's toy models (``attn-only-2l``, ``gelu-1l``, ``solu-1l``, ...: the
+``NeelNanda/...`` hub repos) are folders in this format: TL's own config.json and a state dict
+``*final.pth``; ``load_transformer_lens_folder`` reads one (a local folder or the hub cache's
+snapshot), converting the old Pile SoLU models' layout as TransformerLens does.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +22,16 @@ import torch
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
-from interp.loading.checkpoint import CheckpointError, build_model, load_torch_file, resolve_dtype
+from interp.loading.checkpoint import (
+    CheckpointError,
+    build_model,
+    load_torch_file,
+    printable,
+    read_config_json,
+    resolve_dtype,
+)
+from interp.loading.tl_config import neel_config_dict
+from interp.tokenizers import HF_TOKENIZER_FILES, tokenizer_from_folder
 
 _TL_BUFFER = re.compile(r"^blocks\.\d+\.attn\.(mask|IGNORE)$")
 
@@ -50,3 +65,118 @@ def load_transformer_lens_state_dict(
         )
     cfg.dtype = resolve_dtype(dtype, cfg.dtype)
     return build_model(cfg, tensors.items(), tokenizer, device, name)
+
+
+def load_transformer_lens_folder(
+    folder: str | Path,
+    name: str | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str | None = None,
+    tokenizer: Any = None,
+) -> Any:
+    """A HookedTransformer from a folder in TransformerLens's format (a toy model's hub
+    snapshot: TL's config.json and a state dict ``*final.pth``), unprocessed. ``name`` is the
+    hub repo (its ``_old`` marks the old Pile SoLU layout; the model is named after it). With
+    no ``tokenizer``, the config's ``tokenizer_name`` is loaded from the Hugging Face cache
+    when it is there, else the model has none (a warning says how to give one).
+
+    Example:
+        >>> model = load_transformer_lens_folder("NeelNanda-GELU_1L512W_C4_Code")
+    """
+    folder = Path(folder)
+    name = name or folder.name
+    values = read_config_json(folder / "config.json")
+    try:
+        fields = neel_config_dict(values, name)
+    except KeyError as error:
+        raise CheckpointError(
+            f"{printable(folder / 'config.json')} has no field {error}; a TransformerLens toy "
+            "model's config names d_model, n_layers, d_mlp, d_head, n_heads, n_ctx, d_vocab, "
+            "act_fn, attn_only and normalization."
+        ) from None
+    weights = sorted(folder.glob("*final.pth")) or sorted(folder.glob("*.pth"))
+    if len(weights) != 1:
+        raise FileNotFoundError(
+            f"{printable(folder)} holds {[p.name for p in weights] or 'no .pth file'}; a "
+            "TransformerLens checkpoint folder has one state dict named *final.pth."
+        )
+    state_dict = load_torch_file(weights[0])
+    if not isinstance(state_dict, dict):
+        raise CheckpointError(
+            f"{printable(weights[0])} holds a {type(state_dict).__name__}, not a state dict."
+        )
+    cfg = HookedTransformerConfig(**fields, model_name=name.split("/")[-1])
+    if cfg.original_architecture == "neel-solu-old":
+        state_dict = convert_neel_solu_old_weights(state_dict, cfg)
+    if tokenizer is None and cfg.tokenizer_name:
+        tokenizer = _cached_tokenizer(cfg.tokenizer_name)
+    return load_transformer_lens_state_dict(
+        state_dict, cfg, device=device, dtype=dtype, tokenizer=tokenizer
+    )
+
+
+def convert_neel_solu_old_weights(
+    state_dict: dict[str, Tensor], cfg: HookedTransformerConfig
+) -> dict[str, Tensor]:
+    """The old Pile SoLU models' state dict in TL's names and shapes, as TransformerLens
+    converts it: norms were called "norm" (the final one "norm."); models of up to 8 layers
+    stored ``W_pos`` transposed, of up to 6 layers every other ``W_`` too."""
+    converted = {}
+    for key, value in state_dict.items():
+        key = key.replace("norm", "ln")
+        converted["ln_final." + key.removeprefix("ln.") if key.startswith("ln.") else key] = value
+    for key, value in converted.items():
+        if (key == "pos_embed.W_pos" and cfg.n_layers <= 8) or (
+            "W_" in key and key != "pos_embed.W_pos" and cfg.n_layers <= 6
+        ):
+            converted[key] = value.transpose(-2, -1)
+    return converted
+
+
+def download_transformer_lens_repo(repo_id: str) -> Path:
+    """The local snapshot of a TransformerLens-format hub repo (its config.json and
+    ``*final.pth``; no training checkpoints), from the Hugging Face cache when the hub cannot
+    be reached."""
+    import huggingface_hub
+
+    try:
+        return Path(
+            huggingface_hub.snapshot_download(repo_id, allow_patterns=["config.json", "*final.pth"])
+        )
+    except Exception as online_error:  # offline, no network, or a hub outage
+        try:
+            return Path(huggingface_hub.snapshot_download(repo_id, local_files_only=True))
+        except Exception:
+            raise FileNotFoundError(
+                f"{repo_id!r} is not in the Hugging Face cache "
+                f"({huggingface_hub.constants.HF_HUB_CACHE}) and the hub could not be reached "
+                f"({type(online_error).__name__}). Connect once to download it (it is cached "
+                "for offline use afterwards), point HF_HOME at a cache that has it, or pass "
+                "the path of a folder holding its config.json and model_final.pth."
+            ) from None
+
+
+def _cached_tokenizer(name: str) -> Any:
+    """The Hugging Face tokenizer ``name`` from the hub (or its cache), else None with a
+    warning naming the fix."""
+    try:
+        import huggingface_hub
+
+        try:
+            folder = huggingface_hub.snapshot_download(
+                name, allow_patterns=list(HF_TOKENIZER_FILES)
+            )
+        except Exception:  # offline: the cache only
+            folder = huggingface_hub.snapshot_download(name, local_files_only=True)
+        tokenizer = tokenizer_from_folder(folder)
+        if tokenizer is not None:
+            return tokenizer
+        problem = "its folder has no tokenizer files"
+    except Exception as error:  # not cached, no network, or no transformers
+        problem = f"{type(error).__name__}: {printable(error)}"
+    warnings.warn(
+        f"The model's tokenizer {name!r} could not be loaded ({problem}); the model has no "
+        "tokenizer. Pass tokenizer=... to give it one, or run it on token ids.",
+        stacklevel=4,
+    )
+    return None
