@@ -116,3 +116,35 @@ def test_local_attention_contradicts_bidirectional():
             n_layers=1, d_model=8, n_ctx=4, d_head=4, attention_dir="bidirectional",
             use_local_attn=True, window_size=2, attn_types=["local"],
         )  # fmt: skip
+
+
+def test_brackets_tutorial_padding_hooks_through_hook_tokens():
+    """ARENA's balanced-brackets classifier masks its padding with permanent hooks: one on
+    ``hook_tokens`` (``use_hook_tokens=True``) stores the mask in its ``ctx``, one on every
+    ``attn_scores`` fills the padding keys in place."""
+    pad = 4
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=16, d_vocab=5, d_vocab_out=2,
+        n_ctx=10, act_fn="relu", attention_dir="bidirectional", use_attn_result=True,
+        use_hook_tokens=True, seed=3,
+    )  # fmt: skip
+    model = HookedTransformer(cfg)
+
+    def cache_padding_tokens_mask(tokens, hook):
+        hook.ctx["padding_tokens_mask"] = (tokens == pad)[:, None, None, :]
+
+    def apply_padding_tokens_mask(attn_scores, hook):
+        attn_scores.masked_fill_(model.hook_dict["hook_tokens"].ctx["padding_tokens_mask"], -1e5)
+        if hook.layer() == model.cfg.n_layers - 1:
+            del model.hook_dict["hook_tokens"].ctx["padding_tokens_mask"]
+
+    for name, hook in model.hook_dict.items():
+        if name == "hook_tokens":
+            hook.add_perma_hook(cache_padding_tokens_mask)
+        elif name.endswith("attn_scores"):
+            hook.add_perma_hook(apply_padding_tokens_mask)
+    padded = torch.tensor([[0, 1, 2, 3, pad, pad], [0, 1, 1, 2, 2, 3]])
+    logits, cache = model.run_with_cache(padded)
+    close(logits[:1, :4], model(padded[:1, :4]), depth=8)
+    assert cache["hook_tokens"].tolist() == padded.tolist()
+    assert cache["blocks.1.attn.hook_result"].shape == (2, 6, 2, 16)

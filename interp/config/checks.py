@@ -49,7 +49,6 @@ _ONLY_SUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "n_devices": ((1,), "multi-device splitting"),
     "scale_attn_by_inverse_layer_idx": ((False,), "attention scaled by 1/layer"),
     "final_rms": ((False,), "RMS final norm after layer-norm blocks"),
-    "use_hook_tokens": ((False,), "a hook point on the input tokens"),
     "post_embedding_ln": ((False,), "a layer norm after the embedding"),
     "load_in_4bit": ((False,), "4-bit weights"),
     "num_experts": ((None,), "mixture-of-experts MLPs"),
@@ -66,6 +65,7 @@ _BOOLS = tuple(
     name for name, (allowed, _) in _ONLY_SUPPORTED.items() if type(allowed[0]) is bool
 ) + (
     "attn_only",
+    "use_hook_tokens",
     "use_attn_result",
     "use_split_qkv_input",
     "use_attn_in",

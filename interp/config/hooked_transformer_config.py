@@ -36,7 +36,7 @@ class HookedTransformerConfig:
     both for a ``d_head`` that is not ``d_model / n_heads``); ``d_vocab=-1`` takes the
     vocabulary size from the tokenizer the model is built with; ``d_mlp`` defaults to
     ``4 * d_model`` (``None`` for attention-only models). A TransformerLens field for a
-    feature interp does not have (bidirectional attention, mixture of experts, YaRN, ...) is
+    feature interp does not have (mixture of experts, YaRN, ...) is
     accepted at the value that switches it off; any other value is a ``ValueError`` naming
     the field, as is a combination of fields that contradict each other.
 
@@ -46,13 +46,15 @@ class HookedTransformerConfig:
       "RMSPre" (RMS norm with / without weight), or None; for ``ln1``, ``ln2`` and
       ``ln_final``. ``use_normalization_before_and_after`` adds Gemma's ``ln1_post`` and
       ``ln2_post`` on the attention and MLP outputs (always with weights).
-    - ``positional_embedding_type``: "standard" (learned ``W_pos``) or "rotary" (no
-      ``pos_embed``: queries and keys are rotated). Rotary options: ``rotary_dim`` (default
-      ``d_head``; partial rotary rotates the first ``rotary_dim`` of each head),
-      ``rotary_base``, ``rotary_adjacent_pairs`` (False: GPT-NeoX/Llama's rotate-half),
-      ``rotary_base_local`` (the base of "local" layers, which then use no rope scaling),
-      and one rope scaling: Llama 3's ``use_NTK_by_parts_rope`` with ``NTK_by_parts_*`` and
-      ``NTK_original_ctx_len``, or linear ``rotary_scaling_factor`` (1.0 = off).
+    - ``positional_embedding_type``: "standard" (learned ``W_pos``), "shortformer" (learned
+      ``W_pos`` added to each block's normalised query and key inputs only, not to the values or the
+      residual stream: TransformerLens's attn-only-Nl, gelu-Nl and solu-Nl toy models) or "rotary"
+      (no ``pos_embed``: queries and keys are rotated). Rotary options: ``rotary_dim`` (default
+      ``d_head``; partial rotary rotates the first ``rotary_dim`` of each head), ``rotary_base``,
+      ``rotary_adjacent_pairs`` (False: GPT-NeoX/Llama's rotate-half), ``rotary_base_local`` (the
+      base of "local" layers, which then use no rope scaling), and one rope scaling: Llama 3's
+      ``use_NTK_by_parts_rope`` with ``NTK_by_parts_*`` and ``NTK_original_ctx_len``, or linear
+      ``rotary_scaling_factor`` (1.0 = off).
     - ``n_key_value_heads``: grouped-query attention (None = ``n_heads``); ``use_qk_norm``:
       per-head RMS norms ``attn.q_norm``/``attn.k_norm`` on queries and keys before rotary.
     - ``attn_scale``: the divisor of the attention scores (default ``sqrt(d_head)``, 1 with
@@ -61,7 +63,13 @@ class HookedTransformerConfig:
     - ``use_local_attn`` with ``window_size`` and ``attn_types`` (one "global" or "local" a
       layer): local layers attend to the last ``window_size`` positions only.
     - ``gated_mlp``: ``(act(x @ W_gate) * (x @ W_in) + b_in) @ W_out + b_out``; ``act_fn`` one
-      of ``ACTIVATION_FUNCTIONS`` ("gelu_pytorch_tanh" is "gelu_new", "gelu" is exact).
+      of ``ACTIVATION_FUNCTIONS`` ("gelu_pytorch_tanh" is "gelu_new", "gelu" is exact;
+      "solu" is ``x * softmax(x)``, and "solu_ln" adds the MLP's layer norm ``mlp.ln`` after
+      it, with ``mlp.hook_mid`` before that norm).
+    - ``attention_dir``: "causal", or "bidirectional" (every position attends to every key,
+      as an encoder; as in TransformerLens an ``attention_mask`` then only sets the
+      positions, so padding keys are attended unless masked, e.g. by a hook on
+      ``attn.hook_attn_scores``).
     - ``parallel_attn_mlp``: attention and MLP both read ``resid_pre`` (GPT-NeoX, GPT-J).
     - ``rmsnorm_uses_offset`` (TransformerLens 4's name): RMS norms scale by ``1 + w``, as
       Gemma's, multiplying in float32 and rounding once, as Hugging Face does; ``w`` is the

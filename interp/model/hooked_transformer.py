@@ -64,6 +64,8 @@ class HookedTransformer(
             tokenizer = cfg.tokenizer_name
         self.tokenizer = get_tokenizer(tokenizer) if tokenizer is not None else None
         cfg.set_d_vocab_from_tokenizer(self.tokenizer)
+        if cfg.use_hook_tokens:
+            self.hook_tokens = HookPoint()  # [batch, pos]: the input token ids
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         if cfg.positional_embedding_type != "rotary":  # rotary rotates q and k instead
@@ -207,12 +209,13 @@ class HookedTransformer(
         Float[Tensor, "batch pos d_model"] | None,
         Int[Tensor, "batch all_pos"] | None,
     ]:
-        """The residual stream entering block 0 (``hook_embed`` and ``hook_pos_embed`` fire),
-        as TransformerLens returns it: ``(residual, tokens, shortformer_pos_embed,
-        attention_mask)``. ``shortformer_pos_embed`` is the position embeddings of a
-        shortformer model (added to queries and keys, not to the residual) and None for
-        other models; the mask covers cached plus new positions and is None when nothing is
-        padded. ``forward(residual, start_at_layer=0, attention_mask=...)`` resumes the pass.
+        """The residual stream entering block 0 (``hook_tokens`` with ``cfg.use_hook_tokens``,
+        ``hook_embed`` and ``hook_pos_embed`` fire), as TransformerLens returns it:
+        ``(residual, tokens, shortformer_pos_embed, attention_mask)``.
+        ``shortformer_pos_embed`` is the position embeddings of a shortformer model (added to
+        queries and keys, not to the residual) and None for other models; the mask covers
+        cached plus new positions and is None when nothing is padded.
+        ``forward(residual, start_at_layer=0, attention_mask=...)`` resumes the pass.
 
         Example:
             >>> residual, tokens, _, mask = model.input_to_embed(["Hi there", "Hello"])
@@ -234,6 +237,8 @@ class HookedTransformer(
             )
         if past_kv_cache is not None:
             attention_mask = self._extend_cached_mask(past_kv_cache, attention_mask, tokens)
+        if self.cfg.use_hook_tokens:
+            tokens = self.hook_tokens(tokens)
         embed = self.hook_embed(self.embed(tokens))  # [batch, pos, d_model]
         if self.cfg.positional_embedding_type == "rotary":
             return embed, tokens, None, attention_mask
@@ -337,7 +342,7 @@ class HookedTransformer(
         """How many blocks must run to reach every named hook (None: the whole model)."""
         needed = 0
         for name in hook_names:
-            if name in ("hook_embed", "hook_pos_embed"):
+            if name in ("hook_tokens", "hook_embed", "hook_pos_embed"):
                 continue
             match = _BLOCK_HOOK.match(name)
             if match is None:
