@@ -30,6 +30,7 @@ from interp.models.by_name import load_named_model
 from interp.sae.cli import add_parser as add_features_parser
 from interp.sae.cli import add_report_arguments, report_sections
 from interp.serve.cli import add_parser as add_serve_parser
+from interp.viz.report_data import prompt_tokens
 
 # CommandError, UsageError, terminal_text and load_named_model live in interp.cli_support and
 # interp.models.by_name (the subcommands' modules import them from there, never this module);
@@ -66,11 +67,15 @@ def check_report_inputs(
     answers: dict[str, str | None],
 ) -> None:
     """A ``UsageError`` when the corrupted prompt's length in tokens differs from the
-    prompt's, or an answer (by its flag in ``answers``) is not exactly one token.
+    prompt's, or an answer (by its flag in ``answers``) is not exactly one token; a
+    ``PromptTooLongError`` (also exit 2) when a prompt is longer than the model's context.
 
     Example:
         >>> check_report_inputs(model, "a b c", "a d c", {"--answer": " c"})
     """
+    prompt_tokens(model, prompt, "prompt (--prompt)")  # not longer than the context
+    if corrupted is not None:
+        prompt_tokens(model, corrupted, "corrupted prompt (--corrupted)")
     tokens = model.to_str_tokens(prompt)
     if corrupted is not None:
         corrupted_tokens = model.to_str_tokens(corrupted)

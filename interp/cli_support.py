@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from interp.models.by_name import UnknownModelError
+from interp.viz.report_data import PromptTooLongError
 
 
 class CommandError(Exception):
@@ -46,8 +47,9 @@ class Parser(argparse.ArgumentParser):
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``args.run(args)``; returns the exit code: 0 ok, 1 for a runtime error (printed on
-    stderr, escaped, without a traceback). A usage error (``UsageError``, an unknown model)
-    prints ``args.parser``'s usage and exits 2 (``SystemExit``), as argparse does.
+    stderr, escaped, without a traceback). A usage error (``UsageError``, an unknown model,
+    a prompt longer than the model's context) prints ``args.parser``'s usage and exits 2
+    (``SystemExit``), as argparse does.
 
     Example:
         >>> run_command(build_parser().parse_args(["hooks", "--model", "attn-only-2l"]))
@@ -55,7 +57,7 @@ def run_command(args: argparse.Namespace) -> int:
     """
     try:
         args.run(args)
-    except (UsageError, UnknownModelError) as error:
+    except (UsageError, UnknownModelError, PromptTooLongError) as error:
         args.parser.error(str(error))
     except (CommandError, ValueError, KeyError, FileNotFoundError, RuntimeError, OSError) as error:
         print(terminal_text(f"interp: error: {error}"), file=sys.stderr)

@@ -465,15 +465,50 @@ def tokenizer_from_folder(folder: str | Path) -> HuggingFaceTokenizer | None:
             f"{folder} holds a Hugging Face tokenizer, which needs transformers: pip install "
             "transformers, or pass tokenizer= yourself."
         ) from None
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        if (folder / name).is_file():
+            json_error = _json_problem(folder / name)
+            if json_error:
+                raise ValueError(_bad_tokenizer_file(folder / name, json_error))
     try:
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
-    except (OSError, ValueError, TypeError, KeyError):
-        if not (folder / "tokenizer.json").is_file():
-            raise
-        hf_tokenizer = transformers.PreTrainedTokenizerFast(
-            tokenizer_file=str(folder / "tokenizer.json")
-        )
+    except ImportError:  # a tokenizer that needs another package (sentencepiece): say so
+        raise
+    except Exception as error:  # the tokenizers library raises a bare Exception for a bad file
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            raise ValueError(
+                f"{folder} holds tokenizer files that transformers cannot read "
+                f"({type(error).__name__}: {error}); fix or remove them, or pass tokenizer= "
+                "yourself."
+            ) from None
+        try:
+            hf_tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
+        except Exception as bare_error:
+            problem = _json_problem(path) or f"the tokenizers library cannot read it ({bare_error})"
+            raise ValueError(_bad_tokenizer_file(path, problem)) from None
     return HuggingFaceTokenizer(hf_tokenizer)
+
+
+def _json_problem(path: Path) -> str:
+    """What keeps ``path`` from being a JSON object ("" when it is one)."""
+    try:
+        value = json.loads(path.read_bytes())
+    except UnicodeDecodeError:
+        return "it is not UTF-8 text"
+    except json.JSONDecodeError as error:
+        return f"it is not valid JSON ({error})"
+    if not isinstance(value, dict):
+        return f"it holds a JSON {type(value).__name__}, not an object"
+    return ""
+
+
+def _bad_tokenizer_file(path: Path, problem: str) -> str:
+    return (
+        f"{path} is not a valid tokenizer file: {problem}. Restore it from the checkpoint's "
+        "source (or save the tokenizer again with save_pretrained), or pass tokenizer= to "
+        "load the model with another tokenizer."
+    )
 
 
 def tokenizer_from_dict(spec: dict[str, Any]) -> Any:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import warnings
 import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -43,6 +44,10 @@ _SAFETENSORS_DTYPES = {
     "U8": torch.uint8,
     "BOOL": torch.bool,
 }
+
+
+# The dtypes a model computes in; ``dtype=`` of every loader takes one of them (or its name).
+MODEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 class CheckpointError(ValueError):
@@ -88,6 +93,26 @@ def read_config_json(path: str | Path) -> dict[str, Any]:
     return config
 
 
+def non_finite_values(tensor: Tensor) -> str:
+    """How many NaN and infinite values a floating-point tensor holds ("3 NaN values"), or ""
+    for none; one pass over the tensor (a min and max, which NaN and infinities reach) in
+    the common case that it has none.
+
+    Example:
+        >>> non_finite_values(torch.tensor([1.0, float("nan"), float("inf")]))
+        '1 NaN value and 1 infinite value'
+    """
+    if not tensor.is_floating_point() or tensor.is_meta or tensor.numel() == 0:
+        return ""
+    low, high = torch.aminmax(tensor)
+    if bool(torch.isfinite(low) & torch.isfinite(high)):
+        return ""
+    counts = [(int(torch.isnan(tensor).sum()), "NaN"), (int(torch.isinf(tensor).sum()), "infinite")]
+    return " and ".join(
+        f"{count} {kind} value{'s' if count > 1 else ''}" for count, kind in counts if count
+    )
+
+
 class TensorSource:
     """The tensors of a checkpoint by name: their shapes up front, their data read on demand.
 
@@ -100,12 +125,35 @@ class TensorSource:
         ({'w': (2, 3)}, torch.Size([2, 3]))
     """
 
-    def __init__(self, shapes: dict[str, Shape], read: Callable[[str], Tensor]) -> None:
+    def __init__(
+        self, shapes: dict[str, Shape], read: Callable[[str], Tensor], check_values: bool = False
+    ) -> None:
         self.shapes = shapes
         self._read = read
+        self._check_values = check_values
+        self.non_finite: dict[str, str] = {}  # name: "3 NaN values", for the tensors taken
 
     def take(self, name: str) -> Tensor:
-        return self._read(name)
+        """Tensor ``name``; a source that checks values (one reading a file or a state dict)
+        also notes in ``non_finite`` how many NaN and infinite values it holds."""
+        tensor = self._read(name)
+        if self._check_values:
+            problem = non_finite_values(tensor)
+            if problem:
+                self.non_finite[name] = problem
+        return tensor
+
+    def warn_non_finite(self, what: str) -> None:
+        """One warning naming every tensor taken so far that holds NaN or infinite values."""
+        if not self.non_finite:
+            return
+        listed = "; ".join(f"{name} has {problem}" for name, problem in self.non_finite.items())
+        warnings.warn(
+            f"{what} holds weights that are not finite: {listed}. The model loads them as they "
+            "are, so every output that depends on them will be NaN or infinite: the file is "
+            "corrupt or its training diverged; load an earlier checkpoint or download it again.",
+            stacklevel=3,
+        )
 
     @classmethod
     def from_state_dict(cls, state_dict: dict[str, Tensor]) -> TensorSource:
@@ -117,7 +165,7 @@ class TensorSource:
                     f"Entry {name!r} of the state dict is a {type(value).__name__}, not a tensor."
                 )
         shapes = {name: tuple(tensor.shape) for name, tensor in state_dict.items()}
-        return cls(shapes, state_dict.pop)
+        return cls(shapes, state_dict.pop, check_values=True)
 
     @classmethod
     def from_safetensors(cls, paths: Iterable[str | Path]) -> TensorSource:
@@ -149,7 +197,7 @@ class TensorSource:
                 )
             return tensor
 
-        return cls({name: entry[3] for name, entry in entries.items()}, read)
+        return cls({name: entry[3] for name, entry in entries.items()}, read, check_values=True)
 
 
 def _read_safetensors_header(path: Path) -> dict[str, tuple[Path, int, torch.dtype, Shape, int]]:
@@ -278,16 +326,44 @@ def check_names_and_shapes(
         raise CheckpointError(message + (f". {hint}" if hint else ""))
 
 
+def parse_torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype named ``name`` (``"bfloat16"``, ``"torch.int8"``), or a ``ValueError``."""
+    resolved = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"Unknown dtype {name!r}; use e.g. 'float32' or 'bfloat16'.")
+    return resolved
+
+
+def check_model_dtype(dtype: torch.dtype, what: str) -> torch.dtype:
+    """``dtype`` if a model can compute in it (``MODEL_DTYPES``), else a ``ValueError`` saying
+    ``what`` it is (``"dtype=torch.int8"``) and listing the allowed ones."""
+    if dtype not in MODEL_DTYPES:
+        allowed = ", ".join(str(allowed).removeprefix("torch.") for allowed in MODEL_DTYPES)
+        raise ValueError(
+            f"{what} is not a dtype a model can compute in; use one of {allowed} (a torch "
+            "dtype or its name, e.g. dtype=torch.bfloat16 or dtype='bfloat16')."
+        )
+    return dtype
+
+
 def resolve_dtype(dtype: torch.dtype | str | None, default: torch.dtype) -> torch.dtype:
-    """A torch dtype from a dtype, its name (``"bfloat16"``, ``"torch.float16"``) or None."""
+    """A model dtype (``MODEL_DTYPES``) from a dtype, its name (``"bfloat16"``,
+    ``"torch.float16"``) or None (``default``); anything else is a clear error naming it.
+
+    Example:
+        >>> resolve_dtype("bfloat16", torch.float32)
+        torch.bfloat16
+    """
     if dtype is None:
         return default
     if isinstance(dtype, str):
-        resolved = getattr(torch, dtype.removeprefix("torch."), None)
-        if not isinstance(resolved, torch.dtype):
-            raise ValueError(f"Unknown dtype {dtype!r}; use e.g. 'float32' or 'bfloat16'.")
-        return resolved
-    return dtype
+        return check_model_dtype(parse_torch_dtype(dtype), f"dtype={dtype!r}")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype={dtype!r} (of type {type(dtype).__name__}) is not a torch dtype; pass e.g. "
+            "dtype=torch.bfloat16 or dtype='bfloat16'."
+        )
+    return check_model_dtype(dtype, f"dtype={dtype}")
 
 
 def build_model(

@@ -17,11 +17,13 @@ from torch import Tensor
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
+    MODEL_DTYPES,
     CheckpointError,
     TensorSource,
     build_model,
     check_names_and_shapes,
     load_torch_file,
+    parse_torch_dtype,
     printable,
     read_config_json,
     resolve_dtype,
@@ -80,7 +82,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     for name in ("torch_dtype", "dtype"):  # unused (weights load in float32), but must be valid
         if isinstance(values.get(name), str) and values[name] != "auto":
             try:
-                resolve_dtype(values[name], torch.float32)
+                parse_torch_dtype(values[name])
             except ValueError:
                 raise ValueError(
                     f"field {name!r} is {values[name]!r}, not a torch dtype (e.g. 'float32')."
@@ -133,11 +135,15 @@ def hf_shapes(cfg: HookedTransformerConfig) -> dict[str, tuple[int, ...]]:
     return shapes | {"ln_f.weight": (m,), "ln_f.bias": (m,)}
 
 
-def check_hf_source(source: TensorSource, cfg: HookedTransformerConfig, what: str) -> TensorSource:
+def check_hf_source(
+    source: TensorSource, cfg: HookedTransformerConfig, what: str, needs_lm_head: bool = False
+) -> TensorSource:
     """``source`` with names stripped of ``transformer.``, after checking every name and shape.
 
     The causal-mask buffers of old checkpoints (``attn.bias``, ``attn.masked_bias``) are
-    dropped; an ``lm_head.weight`` is an untied unembedding.
+    dropped; an ``lm_head.weight`` is an untied unembedding (used even when config.json says
+    the embeddings are tied, as Hugging Face does), required when ``needs_lm_head`` (a
+    config.json with ``tie_word_embeddings: false``).
     """
     stripped = {name.removeprefix("transformer."): name for name in source.shapes}
     found = {
@@ -146,11 +152,15 @@ def check_hf_source(source: TensorSource, cfg: HookedTransformerConfig, what: st
         if not _HF_MASK_BUFFER.match(name)
     }
     expected = hf_shapes(cfg)
-    if "lm_head.weight" in found:
+    if "lm_head.weight" in found or needs_lm_head:
         expected["lm_head.weight"] = (cfg.d_vocab_out, cfg.d_model)
-    check_names_and_shapes(
-        found, expected, what, hint="Names are shown without the 'transformer.' prefix."
-    )
+    hint = "Names are shown without the 'transformer.' prefix."
+    if needs_lm_head and "lm_head.weight" not in found:
+        hint += (
+            " config.json says tie_word_embeddings: false, so the unembedding is its own "
+            "lm_head.weight; if it is the embedding's, set tie_word_embeddings to true."
+        )
+    check_names_and_shapes(found, expected, what, hint=hint)
     return TensorSource(found, lambda name: source.take(stripped[name]))
 
 
@@ -205,8 +215,10 @@ def convert_hf_state_dict(
     Example:
         >>> model.load_state_dict(convert_hf_state_dict(hf_model.state_dict(), model.cfg))
     """
-    source = check_hf_source(TensorSource.from_state_dict(hf_state_dict), cfg, "The state dict")
-    return dict(iter_hf_tensors(source, cfg))
+    state_dict = TensorSource.from_state_dict(hf_state_dict)
+    converted = dict(iter_hf_tensors(check_hf_source(state_dict, cfg, "The state dict"), cfg))
+    state_dict.warn_non_finite("The state dict")
+    return converted
 
 
 def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
@@ -217,21 +229,28 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
         >>> model = from_hf_model(transformers.GPT2LMHeadModel(transformers.GPT2Config()))
     """
     parameter = next(hf_model.parameters())
+    if parameter.dtype not in MODEL_DTYPES:
+        raise ValueError(
+            f"The Hugging Face model's weights are {parameter.dtype} (a quantized model?), a "
+            f"dtype a model cannot compute in here; load it unquantized in one of "
+            f"{', '.join(map(str, MODEL_DTYPES))} (e.g. from_pretrained(..., "
+            "dtype=torch.bfloat16)), or pass its checkpoint folder instead."
+        )
     hf_config = hf_model.config.to_dict()
+    state_dict = TensorSource.from_state_dict(hf_model.state_dict())
     if is_gpt2(hf_config):
         cfg = config_from_hf(hf_config, dtype=parameter.dtype)
-        source = check_hf_source(
-            TensorSource.from_state_dict(hf_model.state_dict()), cfg, "The model"
-        )
+        source = check_hf_source(state_dict, cfg, "The model")
         tensors = iter_hf_tensors(source, cfg)
     else:
         hf_config["architectures"] = [type(hf_model).__name__]
         family = family_for(hf_config)
         cfg = family.hooked_config(hf_config, dtype=parameter.dtype)
-        state_dict = TensorSource.from_state_dict(hf_model.state_dict())
         source, rows = family.checked_source(state_dict, cfg, hf_config, "The model")
         tensors = iter_tensors(source, rows)
-    return build_model(cfg, tensors, tokenizer, parameter.device)
+    model = build_model(cfg, tensors, tokenizer, parameter.device)
+    state_dict.warn_non_finite(f"The {type(hf_model).__name__}")
+    return model
 
 
 def hf_folder_source(folder: Path) -> TensorSource:
@@ -311,6 +330,7 @@ def load_hf_folder(
     Example:
         >>> hf_model.save_pretrained("my-llama"); model = load_hf_folder("my-llama")
     """
+    dtype = resolve_dtype(dtype, torch.float32)
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
@@ -318,12 +338,13 @@ def load_hf_folder(
             f"{printable(folder)} has no config.json; it is not a checkpoint folder."
         )
     hf_config = read_config_json(config_path)
-    dtype = resolve_dtype(dtype, torch.float32)
     what = f"The checkpoint in {printable(folder)}"
     if is_gpt2(hf_config):
         cfg = _checked_config(config_path, "GPT-2", lambda: config_from_hf(hf_config, dtype=dtype))
         cfg.model_name = hf_config.get("_name_or_path") or folder.name
-        source = check_hf_source(hf_folder_source(folder), cfg, what)
+        weights = hf_folder_source(folder)
+        untied = hf_config.get("tie_word_embeddings") is False
+        source = check_hf_source(weights, cfg, what, needs_lm_head=untied)
         tensors = iter_hf_tensors(source, cfg)
     else:
         family = family_for(hf_config)
@@ -331,11 +352,14 @@ def load_hf_folder(
             config_path, family.name, lambda: family.hooked_config(hf_config, dtype=dtype)
         )
         cfg.model_name = cfg.tokenizer_name = hf_config.get("_name_or_path") or folder.name
-        source, rows = family.checked_source(hf_folder_source(folder), cfg, hf_config, what)
+        weights = hf_folder_source(folder)
+        source, rows = family.checked_source(weights, cfg, hf_config, what)
         tensors = iter_tensors(source, rows)
     if tokenizer is None:
         tokenizer = folder_tokenizer(folder, gpt2_fallback=is_gpt2(hf_config))
-    return build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
+    model = build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
+    weights.warn_non_finite(what)
+    return model
 
 
 def _checked_config(

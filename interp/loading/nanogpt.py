@@ -94,6 +94,7 @@ def load_nanogpt(
     Example:
         >>> model = load_nanogpt("out/ckpt.pt", device="cuda", dtype=torch.bfloat16)
     """
+    dtype = resolve_dtype(dtype, torch.float32)
     if isinstance(checkpoint, dict):
         name, contents = "The nanoGPT checkpoint", checkpoint
     else:  # mapped, so an optimizer state stored alongside costs no memory
@@ -117,6 +118,7 @@ def load_nanogpt(
             f"{name} is a bare state dict, which does not record the number of heads; pass "
             "model_args={'n_head': ...} (GPT-2 small has 12)."
         )
+    _check_args(args, name)
     tied = _same_storage(state_dict.get("lm_head.weight"), state_dict["transformer.wte.weight"])
     raw = TensorSource.from_state_dict(state_dict)
     check_names_and_shapes(raw.shapes, nanogpt_shapes(args), name)
@@ -133,12 +135,14 @@ def load_nanogpt(
         model_name=Path(name).stem if not isinstance(checkpoint, dict) else "nanogpt",
         tokenizer_name="gpt2" if args["vocab_size"] >= _GPT2_VOCAB_SIZE else None,
         original_architecture="nanoGPT",
-        dtype=resolve_dtype(dtype, torch.float32),
+        dtype=dtype,
     )
     if tokenizer is None and cfg.tokenizer_name is not None:
         tokenizer = cfg.tokenizer_name
     source = _as_hf_layout(raw, args, tied)
-    return build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, device, name)
+    model = build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, device, name)
+    raw.warn_non_finite(name)
+    return model
 
 
 def _inferred_args(state_dict: dict[str, Tensor], name: str) -> dict[str, Any]:
@@ -150,6 +154,15 @@ def _inferred_args(state_dict: dict[str, Tensor], name: str) -> dict[str, Any]:
             f"transformer.wpe.weight (its keys begin {sample}). For a Hugging Face folder use "
             "HookedTransformer.from_pretrained."
         )
+    for key in ("transformer.wte.weight", "transformer.wpe.weight"):
+        tensor = state_dict[key]
+        if not isinstance(tensor, Tensor) or tensor.ndim != 2:
+            shape = tuple(tensor.shape) if isinstance(tensor, Tensor) else type(tensor).__name__
+            raise CheckpointError(
+                f"{name}: {key} is {shape}, but an embedding is a 2-D [rows, n_embd] tensor; "
+                "the checkpoint is corrupt or not nanoGPT's, so save it again from "
+                "GPT.state_dict()."
+            )
     vocab_size, n_embd = state_dict["transformer.wte.weight"].shape
     layers = {int(match.group(1)) for key in state_dict if (match := _LAYER_KEY.match(key))}
     return {
@@ -159,6 +172,36 @@ def _inferred_args(state_dict: dict[str, Tensor], name: str) -> dict[str, Any]:
         "block_size": state_dict["transformer.wpe.weight"].shape[0],
         "bias": "transformer.ln_f.bias" in state_dict,
     }
+
+
+# model_args that must be positive integers: (meaning, GPT-2 small's value).
+_INTEGER_ARGS = {
+    "n_layer": ("the number of layers", 12),
+    "n_head": ("the number of heads", 12),
+    "n_embd": ("d_model", 768),
+    "block_size": ("the context length", 1024),
+    "vocab_size": ("the vocabulary size", 50304),
+}
+
+
+def _check_args(args: dict[str, Any], name: str) -> None:
+    """A ``CheckpointError`` naming a model_args value of the wrong type or out of range."""
+    for key, (meaning, example) in _INTEGER_ARGS.items():
+        value = args[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise CheckpointError(
+                f"{name}: model_args {key!r} ({meaning}) is {value!r}; it must be a positive "
+                f"integer (GPT-2 small has {key}={example})."
+            )
+    if not isinstance(args["bias"], bool):
+        raise CheckpointError(
+            f"{name}: model_args 'bias' is {args['bias']!r}; it must be true or false."
+        )
+    if args["n_embd"] % args["n_head"]:
+        raise CheckpointError(
+            f"{name}: model_args n_embd={args['n_embd']} is not divisible by n_head="
+            f"{args['n_head']}; pass the n_head the model was trained with."
+        )
 
 
 def _same_storage(first: Tensor | None, second: Tensor) -> bool:

@@ -21,6 +21,7 @@ from interp.devices import check_device
 from interp.loading.checkpoint import (
     CheckpointError,
     TensorSource,
+    check_model_dtype,
     check_names_and_shapes,
     printable,
     read_config_json,
@@ -86,6 +87,7 @@ def load_native(
     Example:
         >>> model = load_native("checkpoints/my-model", device="cuda", dtype=torch.bfloat16)
     """
+    dtype = None if dtype is None else resolve_dtype(dtype, torch.float32)
     folder = Path(folder)
     config_path, weights_path = folder / CONFIG_FILE, folder / WEIGHTS_FILE
     if not weights_path.is_file():
@@ -109,12 +111,14 @@ def load_native(
     device = check_device(device if device is not None else "cpu")
     try:
         cfg = HookedTransformerConfig.from_dict(config)
-        cfg.dtype = resolve_dtype(dtype, cfg.dtype)
+        check_model_dtype(cfg.dtype, f"field 'dtype' ({cfg.dtype})")
     except (TypeError, ValueError) as error:
         raise CheckpointError(
             f"{printable(config_path)} is not a valid config: {printable(error)} Fix that field "
             "in the file, or save the model again."
         ) from None
+    if dtype is not None:
+        cfg.dtype = dtype
     source = TensorSource.from_safetensors([weights_path])
     tokenizer = tokenizer_from_dict(tokenizer_spec) if tokenizer_spec is not None else None
     # Build on the CPU (the meta device would cost seconds of first-use set-up in torch),
@@ -126,4 +130,5 @@ def load_native(
     state_dict = {name: source.take(name).to(device=device, dtype=cfg.dtype) for name in expected}
     model.load_state_dict(state_dict, assign=True)
     model.cfg.device = str(device) if device.type != "cpu" else None
+    source.warn_non_finite(printable(weights_path))
     return model

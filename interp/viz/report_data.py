@@ -114,6 +114,32 @@ def answer_ids(
     return answer_id, wrong_id
 
 
+class PromptTooLongError(ValueError):
+    """A prompt longer than the model's context (the command line's usage error, exit 2)."""
+
+
+def prompt_tokens(
+    model: HookedTransformer, prompt: str, what: str = "prompt"
+) -> Int[Tensor, "1 pos"]:
+    """``prompt``'s tokens [1, pos] (BOS first, as the model does by default), never cut
+    short: a prompt longer than the model's context is a ``PromptTooLongError`` (a
+    ``ValueError``) saying its length in tokens and ``n_ctx`` (``what`` names the prompt).
+
+    Example:
+        >>> prompt_tokens(model, "The cat sat").shape
+        torch.Size([1, 4])
+    """
+    tokens = model.to_tokens(prompt, truncate=False)
+    n_tokens, n_ctx = tokens.shape[1], model.cfg.n_ctx
+    if n_tokens > n_ctx:
+        raise PromptTooLongError(
+            f"The {what} is {n_tokens} tokens, longer than the context of "
+            f"{model.cfg.model_name} (n_ctx={n_ctx}); shorten it to at most {n_ctx} tokens "
+            "(a BOS token included)."
+        )
+    return tokens
+
+
 def analyse_prompt(
     model: HookedTransformer,
     prompt: str,
@@ -123,6 +149,7 @@ def analyse_prompt(
 ) -> PromptAnalysis:
     """Run ``prompt`` once with a cache and compute everything the report shows; with a
     ``corrupted_prompt`` of the same token length, also the residual-stream patching sweep.
+    A prompt longer than the model's context is a ``ValueError`` (``prompt_tokens``).
 
     Example:
         >>> analysis = analyse_prompt(model, "When Mary and John met, John thanked",
@@ -131,7 +158,7 @@ def analyse_prompt(
     """
     if not prompt:
         raise ValueError("The prompt is empty; pass some text, e.g. --prompt 'The cat sat'.")
-    tokens = model.to_tokens(prompt)  # [1, pos]
+    tokens = prompt_tokens(model, prompt)  # [1, pos]
     with torch.no_grad():
         logits, cache = model.run_with_cache(
             tokens,
@@ -173,7 +200,7 @@ def _patching(
     answer: str | None,
     wrong_answer: str | None,
 ) -> PatchingResult:
-    corrupted_tokens = model.to_tokens(corrupted_prompt)
+    corrupted_tokens = prompt_tokens(model, corrupted_prompt, "corrupted prompt")
     if corrupted_tokens.shape != tokens.shape:
         raise ValueError(
             f"The corrupted prompt has {corrupted_tokens.shape[1]} tokens and the prompt "

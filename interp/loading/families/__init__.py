@@ -53,6 +53,11 @@ def family_for(hf_config: dict[str, Any]) -> Family:
     """The family of a (non-GPT-2) config.json, by its architecture, else its model type; an
     unsupported one is a ``ValueError`` listing the supported architectures."""
     architectures = hf_config.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise ValueError(
+            f"field 'architectures' of config.json is {architectures!r}; it must be a list of "
+            'class names, e.g. ["LlamaForCausalLM"].'
+        )
     for family in FAMILIES:
         if any(name in family.architectures for name in architectures):
             return family

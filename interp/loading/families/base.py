@@ -8,8 +8,10 @@ and shape, before any weight is read) and the conversion (one tensor at a time).
 
 from __future__ import annotations
 
+import copy
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +60,11 @@ class Family:
         """config.json's text-model fields (a multimodal wrapper's ``text_config``) over
         Hugging Face's defaults for this family, as ``transformers`` reads them."""
         values = hf_config.get("text_config") or hf_config
+        if not isinstance(values, dict):
+            raise ValueError(
+                f"field 'text_config' is {values!r}; it must be a JSON object of the text "
+                "model's config fields."
+            )
         merged = self.defaults | values
         if "tie_word_embeddings" in hf_config and "text_config" in hf_config:
             merged["tie_word_embeddings"] = hf_config["tie_word_embeddings"]
@@ -86,27 +93,40 @@ class Family:
         what: str,
     ) -> tuple[TensorSource, list[Row]]:
         """``source`` under canonical names, and the rows to convert, after checking every
-        name and shape against what ``cfg`` implies (one error lists every problem)."""
+        name and shape against what ``cfg`` implies (one error lists every problem).
+
+        An unembedding the checkpoint holds although ``cfg`` ties it to the embedding is used
+        (as Hugging Face does), with a warning when the two differ (``untied_by_checkpoint``).
+        """
         originals: dict[str, str] = {}
         for name in source.shapes:
             canonical = self.canonical_name(name)
             if canonical is not None:
                 originals[canonical] = name
-        rows = self.table(cfg, self.text_values(hf_config))
-        optional = {row.checkpoint for row in rows if row.convert is None}
-        found = {
-            canonical: source.shapes[name]
-            for canonical, name in originals.items()
-            if canonical not in optional
-        }
+        values = self.text_values(hf_config)
+        rows = self.table(cfg, values)
+        head = next((row for row in rows if row.convert is None), None)
+        if head is not None and head.checkpoint in originals:
+            untied = copy.copy(cfg)
+            untied.tie_word_embeddings = False
+            rows = untied_by_checkpoint(self.table(untied, values), head.checkpoint, what)
+        found = {canonical: source.shapes[name] for canonical, name in originals.items()}
         expected = {
             row.checkpoint: row.shape for row in rows if row.checkpoint and row.convert is not None
         }
-        hint = ""
+        hints = []
         if self.renames and any(originals[name] != name for name in found):
             prefixes = ", ".join(repr(old) for old, _ in self.renames)
-            hint = f"Names are shown with the text model's prefix (the checkpoint has {prefixes})."
-        check_names_and_shapes(found, expected, what, hint)
+            hints.append(
+                f"Names are shown with the text model's prefix (the checkpoint has {prefixes})."
+            )
+        head_name = unembedding_name(rows)
+        if not cfg.tie_word_embeddings and head_name not in found:
+            hints.append(
+                f"config.json says tie_word_embeddings: false, so the unembedding is its own "
+                f"{head_name}; if it is the embedding's, set tie_word_embeddings to true."
+            )
+        check_names_and_shapes(found, expected, what, " ".join(hints))
         return TensorSource(found, lambda name: source.take(originals[name])), rows
 
     def canonical_name(self, name: str) -> str | None:
@@ -127,6 +147,45 @@ def iter_tensors(source: TensorSource, rows: list[Row]) -> Iterator[tuple[str, T
         tensor = source.take(row.checkpoint) if row.checkpoint is not None else None
         yield from row.convert(tensor).items()
         del tensor
+
+
+def unembedding_name(rows: list[Row]) -> str:
+    """The checkpoint name of the unembedding in a family's table (its last named row)."""
+    return [row.checkpoint for row in rows if row.checkpoint is not None][-1]
+
+
+def untied_by_checkpoint(rows: list[Row], head_name: str, what: str) -> list[Row]:
+    """An untied table (``rows``) for a checkpoint whose config ties the embeddings but which
+    holds its own unembedding ``head_name``: Hugging Face keeps that tensor (it ties the two
+    only when they are equal), so it is ``W_U`` here too, with a warning when it differs
+    from the embedding. The unembedding row moves next to the embedding's, so the two are
+    compared as they are read and the embedding is not held longer."""
+    embedding_row = rows[0]
+    head_row = next(row for row in rows if row.checkpoint == head_name)
+    read: dict[str, Tensor] = {}
+
+    def keep_embedding(tensor: Tensor | None) -> dict[str, Tensor]:
+        read["embedding"] = tensor
+        return embedding_row.convert(tensor)
+
+    def compare_head(tensor: Tensor | None) -> dict[str, Tensor]:
+        embedding = read.pop("embedding")
+        if tensor.shape != embedding.shape or not torch.equal(tensor, embedding):
+            warnings.warn(
+                f"{what}: config.json says tie_word_embeddings: true, but its {head_name} "
+                f"differs from its {embedding_row.checkpoint}; the checkpoint's {head_name} is "
+                "used as the unembedding (as Hugging Face does). Set tie_word_embeddings to "
+                "false in config.json to silence this warning.",
+                stacklevel=2,
+            )
+        return head_row.convert(tensor)
+
+    others = [row for row in rows[1:] if row is not head_row]
+    return [
+        Row(embedding_row.checkpoint, embedding_row.shape, keep_embedding),
+        Row(head_name, head_row.shape, compare_head),
+        *others,
+    ]
 
 
 # ----------------------------------------------------------------------- conversions
@@ -201,6 +260,25 @@ def positive_int(values: dict[str, Any], name: str) -> int:
     return value
 
 
+def flag(values: dict[str, Any], name: str) -> bool:
+    """``values[name]`` if it is true or false (null or absent: false), else an error naming
+    the field (a string "false" would otherwise read as true)."""
+    value = values.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"field {name!r} is {value!r}; it must be true or false.")
+    return bool(value)
+
+
+def fraction(values: dict[str, Any], name: str, field_name: str | None = None) -> float:
+    """``values[name]`` if it is a number in (0, 1], else an error naming the field."""
+    value = values.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(
+            f"field {field_name or name!r} is {value!r}; it must be a number in (0, 1], e.g. 0.25."
+        )
+    return float(value)
+
+
 def head_dim(values: dict[str, Any]) -> int:
     """``head_dim`` when given, else ``hidden_size / num_attention_heads``."""
     if values.get("head_dim") is not None:
@@ -234,40 +312,106 @@ def activation(values: dict[str, Any], *names: str) -> str:
 def rope_parameters(values: dict[str, Any], layer_type: str | None = None) -> dict[str, Any]:
     """The rotary settings of a config (of its ``layer_type`` layers when they differ):
     ``rope_theta``, ``rope_type`` and the scaling fields, from transformers 5's
-    ``rope_parameters`` or the older ``rope_theta`` / ``rope_scaling`` fields."""
-    params = values.get("rope_parameters") or {}
-    if layer_type is not None and isinstance(params.get(layer_type), dict):
-        params = params[layer_type]
-    legacy = values.get("rope_scaling") or {}
+    ``rope_parameters`` or the older ``rope_theta`` / ``rope_scaling`` fields; a field that
+    is not a JSON object is an error naming it."""
+    params = rope_object(values, "rope_parameters")
+    if layer_type is not None and layer_type in params:
+        params = rope_object(params, layer_type, f"rope_parameters.{layer_type}")
+    legacy = rope_object(values, "rope_scaling")
     merged = {**legacy, **params}
     merged.setdefault("rope_theta", values.get("rope_theta", 10000.0))
     merged["rope_type"] = merged.get("rope_type") or merged.get("type") or "default"
     return merged
 
 
-def rope_fields(params: dict[str, Any], max_positions: int) -> dict[str, Any]:
-    """``HookedTransformerConfig`` fields for one rope setting: base and scaling (Llama 3's
-    NTK-by-parts or linear); other rope types are refused by name."""
-    fields: dict[str, Any] = {"rotary_base": params["rope_theta"]}
+def rope_object(values: dict[str, Any], name: str, field_name: str | None = None) -> dict:
+    """``values[name]`` as a dict ({} when absent or null), or an error naming the field."""
+    value = values.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"field {field_name or name!r} is {value!r}; it must be a JSON object of rope "
+            'settings, e.g. {"rope_type": "linear", "factor": 4.0}.'
+        )
+    return value
+
+
+def rope_field_names(values: dict[str, Any], layer_type: str | None = None) -> tuple[str, str]:
+    """The config.json fields that hold a config's rope scaling and its ``rope_theta`` (for
+    error messages): ``rope_parameters`` (or its ``layer_type`` entry) or ``rope_scaling``."""
+    params = values.get("rope_parameters")
+    if not isinstance(params, dict):
+        return "rope_scaling", "rope_theta"
+    if layer_type is not None and isinstance(params.get(layer_type), dict):
+        where, params = f"rope_parameters.{layer_type}", params[layer_type]
+    else:
+        where = "rope_parameters"
+    return where, f"{where}.rope_theta" if "rope_theta" in params else "rope_theta"
+
+
+# What each supported rope type needs beyond rope_theta: (name, example) of every field.
+_ROPE_SCALING_FIELDS = {
+    "default": (),
+    "linear": (("factor", 4.0),),
+    "llama3": (("factor", 8.0), ("low_freq_factor", 1.0), ("high_freq_factor", 4.0)),
+}
+
+
+def rope_fields(
+    values: dict[str, Any], max_positions: int, layer_type: str | None = None
+) -> dict[str, Any]:
+    """``HookedTransformerConfig`` fields for a config's rope setting (its ``layer_type``
+    layers' when they differ): base and scaling (Llama 3's NTK-by-parts or linear). Another
+    rope type, or a field that is missing or not a positive number, is an error naming it."""
+    params = rope_parameters(values, layer_type)
+    where, theta_field = rope_field_names(values, layer_type)
     rope_type = params["rope_type"]
+    if rope_type not in _ROPE_SCALING_FIELDS:
+        raise ValueError(
+            f"rope type {rope_type!r} (field {where!r}) is not supported; interp supports "
+            "'default', 'linear' and 'llama3'."
+        )
+    number = {
+        name: rope_number(params, name, f"{where}.{name}", example, rope_type)
+        for name, example in _ROPE_SCALING_FIELDS[rope_type]
+    }
+    fields: dict[str, Any] = {
+        "rotary_base": rope_number(params, "rope_theta", theta_field, 10000.0, rope_type)
+    }
     if rope_type == "llama3":
+        original = params.get("original_max_position_embeddings") or max_positions
+        if isinstance(original, bool) or not isinstance(original, int) or original <= 0:
+            raise ValueError(
+                f"field '{where}.original_max_position_embeddings' is {original!r}; it must be "
+                "a positive integer, the context length the model was trained with (8192 for "
+                "Llama 3.1)."
+            )
         fields |= dict(
             use_NTK_by_parts_rope=True,
-            NTK_by_parts_factor=float(params["factor"]),
-            NTK_by_parts_low_freq_factor=float(params["low_freq_factor"]),
-            NTK_by_parts_high_freq_factor=float(params["high_freq_factor"]),
-            NTK_original_ctx_len=int(
-                params.get("original_max_position_embeddings") or max_positions
-            ),
+            NTK_by_parts_factor=number["factor"],
+            NTK_by_parts_low_freq_factor=number["low_freq_factor"],
+            NTK_by_parts_high_freq_factor=number["high_freq_factor"],
+            NTK_original_ctx_len=original,
         )
     elif rope_type == "linear":
-        fields["rotary_scaling_factor"] = float(params["factor"])
-    elif rope_type != "default":
-        raise ValueError(
-            f"rope type {rope_type!r} (field 'rope_parameters' or 'rope_scaling') is not "
-            "supported; interp supports 'default', 'linear' and 'llama3'."
-        )
+        fields["rotary_scaling_factor"] = number["factor"]
     return fields
+
+
+def rope_number(
+    params: dict[str, Any], name: str, field_name: str, example: float, rope_type: str
+) -> float:
+    """``params[name]`` as a float, if it is a positive finite number; else an error naming
+    the config.json field, the rope type that needs it, an example value and the fix."""
+    value = params.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        state = "is missing" if name not in params else f"is {value!r}"
+        raise ValueError(
+            f"field {field_name!r} {state}; rope type {rope_type!r} needs it, a positive "
+            f"number (e.g. {name}: {example}). Add it to config.json, or change the rope type."
+        )
+    return float(value)
 
 
 def window_fields(window: int | None, sliding: list[bool]) -> dict[str, Any]:
@@ -308,4 +452,8 @@ def sliding_layers(values: dict[str, Any], default: list[bool]) -> list[bool]:
 def soft_cap(values: dict[str, Any], name: str) -> float:
     """A soft cap (``cap * tanh(x / cap)``) from the config, -1.0 (off) when null."""
     value = values.get(name)
-    return -1.0 if value is None else float(value)
+    if value is None:
+        return -1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"field {name!r} is {value!r}; it must be a positive number or null.")
+    return float(value)

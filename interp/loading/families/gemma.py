@@ -23,9 +23,11 @@ from interp.loading.families.base import (
     Family,
     Row,
     activation,
+    flag,
     positive_int,
     rope_fields,
-    rope_parameters,
+    rope_number,
+    rope_object,
     sliding_layers,
     soft_cap,
     window_fields,
@@ -93,7 +95,7 @@ def gemma2_config(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def gemma3_config(values: dict[str, Any]) -> dict[str, Any]:
-    if values.get("use_bidirectional_attention"):
+    if flag(values, "use_bidirectional_attention"):
         raise ValueError(
             "field 'use_bidirectional_attention' is true (an embedding model); interp loads "
             "causal language models only."
@@ -101,25 +103,28 @@ def gemma3_config(values: dict[str, Any]) -> dict[str, Any]:
     n_layers = positive_int(values, "num_hidden_layers")
     pattern = values.get("_sliding_window_pattern") or values["sliding_window_pattern"]
     sliding = sliding_layers(values, [(layer + 1) % pattern != 0 for layer in range(n_layers)])
-    params = values.get("rope_parameters") or {}
-    local = params.get("sliding_attention") or dict(
-        rope_theta=values["rope_local_base_freq"], rope_type="default"
-    )
-    if (local.get("rope_type") or "default") != "default":
+    where = "rope_parameters.sliding_attention"
+    local = rope_object(rope_object(values, "rope_parameters"), "sliding_attention", where)
+    if not local:
+        where, local = "rope_local_base_freq", dict(rope_theta=values["rope_local_base_freq"])
+    local_type = local.get("rope_type") or local.get("type") or "default"
+    if local_type != "default":
         raise ValueError(
-            f"rope type {local['rope_type']!r} on sliding-window layers is not supported; "
-            "interp scales the rotary frequencies of global layers only."
+            f"rope type {local_type!r} on sliding-window layers (field {where!r}) is not "
+            "supported; interp scales the rotary frequencies of global layers only."
         )
+    theta_field = f"{where}.rope_theta" if where != "rope_local_base_freq" else where
+    local_base = rope_number(local, "rope_theta", theta_field, 10000.0, "default")
     return (
         _gemma_config(values, sliding)
-        | rope_fields(rope_parameters(values, "full_attention"), values["max_position_embeddings"])
+        | rope_fields(values, positive_int(values, "max_position_embeddings"), "full_attention")
         # Hugging Face's Gemma 3 attention never applies attn_logit_softcapping.
-        | dict(use_qk_norm=True, rotary_base_local=local["rope_theta"], attn_scores_soft_cap=-1.0)
+        | dict(use_qk_norm=True, rotary_base_local=local_base, attn_scores_soft_cap=-1.0)
     )
 
 
 def gemma_table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
-    bias = bool(values.get("attention_bias"))
+    bias = flag(values, "attention_bias")
     return llama_like_table(cfg, qkv_bias=bias, o_bias=bias, gemma=True)
 
 

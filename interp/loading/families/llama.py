@@ -15,6 +15,7 @@ from interp.loading.families.base import (
     Row,
     activation,
     embedding,
+    flag,
     head_dim,
     heads_bias,
     heads_in,
@@ -22,7 +23,6 @@ from interp.loading.families.base import (
     kv_heads,
     positive_int,
     rope_fields,
-    rope_parameters,
     same,
     transposed,
     unembedding_rows,
@@ -56,7 +56,8 @@ MISTRAL_DEFAULTS = LLAMA_DEFAULTS | dict(
 
 def llama_like_config(values: dict[str, Any]) -> dict[str, Any]:
     """The fields every Llama-like family shares: shapes, RMS norms, gated MLP, rotary."""
-    if values.get("mlp_bias"):
+    flag(values, "attention_bias")  # read by the tensor table; checked here, with the config
+    if flag(values, "mlp_bias"):
         raise ValueError(
             "field 'mlp_bias' is true: interp's gated MLP has no bias on its gate; only "
             "checkpoints without MLP biases load."
@@ -77,8 +78,8 @@ def llama_like_config(values: dict[str, Any]) -> dict[str, Any]:
         gated_mlp=True,
         positional_embedding_type="rotary",
         rotary_adjacent_pairs=False,
-        tie_word_embeddings=bool(values["tie_word_embeddings"]),
-    ) | rope_fields(rope_parameters(values), n_ctx)
+        tie_word_embeddings=flag(values, "tie_word_embeddings"),
+    ) | rope_fields(values, n_ctx)
 
 
 def llama_config(values: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +161,7 @@ def llama_like_table(
 
 
 def llama_table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
-    bias = bool(values.get("attention_bias"))
+    bias = flag(values, "attention_bias")
     return llama_like_table(cfg, qkv_bias=bias, o_bias=bias)
 
 

@@ -16,6 +16,8 @@ from interp.loading.families.base import (
     Row,
     activation,
     embedding,
+    flag,
+    fraction,
     head_dim,
     heads_out,
     positive_int,
@@ -47,7 +49,12 @@ DEFAULTS = dict(
 def config(values: dict[str, Any]) -> dict[str, Any]:
     d_head = head_dim(values)
     rope = rope_parameters(values)
-    rotary_fraction = rope.get("partial_rotary_factor", values["rotary_pct"])
+    if "partial_rotary_factor" in rope:
+        where = "rope_parameters.partial_rotary_factor"
+        rotary_fraction = fraction(rope, "partial_rotary_factor", where)
+    else:
+        rotary_fraction = fraction(values, "rotary_pct")
+    flag(values, "attention_bias")  # read by the tensor table; checked here, with the config
     if "rope_parameters" not in values:  # older config.json: rotary_emb_base
         rope["rope_theta"] = values["rotary_emb_base"]
     if rope["rope_type"] != "default":
@@ -66,8 +73,8 @@ def config(values: dict[str, Any]) -> dict[str, Any]:
         positional_embedding_type="rotary",
         rotary_dim=int(d_head * rotary_fraction),  # as Hugging Face rounds it
         rotary_base=rope["rope_theta"],
-        parallel_attn_mlp=bool(values["use_parallel_residual"]),
-        tie_word_embeddings=bool(values["tie_word_embeddings"]),
+        parallel_attn_mlp=flag(values, "use_parallel_residual"),
+        tie_word_embeddings=flag(values, "tie_word_embeddings"),
         default_prepend_bos=False,
     )
 
@@ -96,7 +103,7 @@ def table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
             Row(hf + "input_layernorm.bias", (m,), same(ours + "ln1.b")),
             Row(hf + "attention.query_key_value.weight", (3 * h * d, m), qkv),
         ]
-        if values["attention_bias"]:
+        if flag(values, "attention_bias"):
             rows += [
                 Row(hf + "attention.query_key_value.bias", (3 * h * d,), qkv),
                 Row(hf + "attention.dense.bias", (m,), same(ours + "attn.b_O")),

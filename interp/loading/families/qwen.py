@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import Family, Row, positive_int, sliding_layers, window_fields
+from interp.loading.families.base import (
+    Family,
+    Row,
+    flag,
+    positive_int,
+    sliding_layers,
+    window_fields,
+)
 from interp.loading.families.llama import LLAMA_DEFAULTS, llama_like_config, llama_like_table
 
 # Qwen2Config's / Qwen3Config's defaults (transformers 5), for fields a config.json leaves out.
@@ -24,10 +31,15 @@ QWEN3_DEFAULTS = QWEN2_DEFAULTS | dict(head_dim=128)
 
 def _window(values: dict[str, Any]) -> dict[str, Any]:
     """Qwen's optional sliding window: on the layers from ``max_window_layers`` on."""
-    if not values["use_sliding_window"]:
+    if not flag(values, "use_sliding_window"):
         return {}
     n_layers = positive_int(values, "num_hidden_layers")
-    default = [layer >= values["max_window_layers"] for layer in range(n_layers)]
+    first = values["max_window_layers"]
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise ValueError(
+            f"field 'max_window_layers' is {first!r}; it must be a layer index (an integer >= 0)."
+        )
+    default = [layer >= first for layer in range(n_layers)]
     return window_fields(values["sliding_window"], sliding_layers(values, default))
 
 
@@ -44,7 +56,7 @@ def qwen2_table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Ro
 
 
 def qwen3_table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
-    bias = bool(values.get("attention_bias"))
+    bias = flag(values, "attention_bias")
     return llama_like_table(cfg, qkv_bias=bias, o_bias=bias)
 
 
