@@ -44,7 +44,10 @@ class ResidDecompositionMixin:
         ``incl_mid`` adds the stream after each attention sublayer (attention-only models and
         parallel blocks have none); ``mlp_input`` adds ``resid_mid`` of ``layer`` itself (a
         parallel block's MLP reads ``resid_pre``, already there). ``apply_ln`` applies the
-        cached scale of the layer norm that reads ``layer`` (see ``apply_ln_to_stack``).
+        cached scale of the layer norm that reads ``layer`` (see ``apply_ln_to_stack``); for
+        the final layer, as in TransformerLens 2.18, it runs ``ln_final`` on each stage with
+        its own statistics (``recompute_ln``: the logit lens), since each stage is a whole
+        stream rather than a part of one.
 
         Example:
             >>> stack, labels = cache.accumulated_resid(incl_mid=True, return_labels=True)
@@ -67,7 +70,8 @@ class ResidDecompositionMixin:
                 labels.append(f"{index}_mid")
         stack = torch.stack([slice_positions(c, pos_slice, -2) for c in components])
         if apply_ln:
-            stack = self.apply_ln_to_stack(stack, layer, mlp_input, pos_slice)
+            final = layer == n_layers
+            stack = self.apply_ln_to_stack(stack, layer, mlp_input, pos_slice, recompute_ln=final)
         return (stack, labels) if return_labels else stack
 
     def decompose_resid(

@@ -1,7 +1,10 @@
 """TransformerLens 2.18 reference for ``ActivationCache.apply_ln_to_stack`` and ``logit_attrs``
 on stacks of every shape: one component axis, none (``[batch, pos, d_model]``), several
 (``[layer, head, batch, pos, d_model]``), with and without a position axis, for each
-``pos_slice`` / ``batch_slice`` / ``has_batch_dim`` / ``recompute_ln`` combination.
+``pos_slice`` / ``batch_slice`` / ``has_batch_dim`` / ``recompute_ln`` combination; and the
+stack builders (``accumulated_resid``, ``decompose_resid``, ``stack_head_results``,
+``stack_neuron_results``, ``get_full_resid_decomposition``) with ``apply_ln=True`` at each
+``pos_slice``.
 
 Run with the TransformerLens 2.18 environment, from the repository root:
 
@@ -190,6 +193,22 @@ def logit_cases(stacks, batch_of_one: bool):
         yield name, dict(pos_slice=pos_slice, batch_slice=[0, 2]), "per_example_02", None
 
 
+def stack_method_cases(batch_of_one: bool):
+    """(method, kwargs) for the cache's stack builders with ``apply_ln``, at each pos_slice."""
+    for pos_slice in (None, -1, (1, 4)):
+        common = dict(apply_ln=True, pos_slice=pos_slice)
+        if not (batch_of_one and pos_slice == -1):  # TL's recompute_ln fails on [stage, d_model]
+            yield "accumulated_resid", dict(layer=None, incl_mid=True, **common)
+        yield "accumulated_resid", dict(layer=1, mlp_input=True, **common)
+        yield "decompose_resid", dict(layer=None, **common)
+        yield "decompose_resid", dict(layer=1, mlp_input=True, **common)
+        yield "stack_head_results", dict(layer=-1, incl_remainder=True, **common)
+        yield "stack_head_results", dict(layer=1, **common)
+        yield "stack_neuron_results", dict(layer=-1, neuron_slice=(0, 8), **common)
+        yield "get_full_resid_decomposition", dict(layer=None, expand_neurons=False, **common)
+        yield "get_full_resid_decomposition", dict(layer=1, mlp_input=True, **common)
+
+
 def token_inputs() -> dict:
     """The answer (and wrong answer) tokens of the logit_attrs cases, by name."""
     generator = torch.Generator().manual_seed(2)
@@ -276,6 +295,22 @@ def main() -> None:
                         incorrect_tokens=bad,
                         result=key,
                         reference=how,
+                    )
+                )
+            for index, (method, kwargs) in enumerate(stack_method_cases(batch_of_one)):
+                with torch.no_grad():
+                    result = getattr(cache, method)(**kwargs)
+                key = f"case.{cache_name}.method.{index}"
+                tensors[key] = result.detach().clone()
+                manifest["cases"].append(
+                    dict(
+                        model=model_name,
+                        cache=cache_name,
+                        method=method,
+                        stack="-",
+                        kwargs={k: encode(v) for k, v in kwargs.items()},
+                        result=key,
+                        reference="direct",
                     )
                 )
         for name, value in token_sets.items():
