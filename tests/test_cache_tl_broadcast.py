@@ -1,6 +1,7 @@
 """``apply_ln_to_stack`` and ``logit_attrs`` on stacks of every shape (no component axis,
-one, several; with and without a position or batch axis), against what TransformerLens 2.18
-computed on the same weights (tests/tl218_reference/make_cache.py wrote the fixtures)."""
+one, several; with and without a position or batch axis), and the stack builders with
+``apply_ln=True``, against what TransformerLens 2.18 computed on the same weights
+(tests/tl218_reference/make_cache.py wrote the fixtures)."""
 
 from __future__ import annotations
 
