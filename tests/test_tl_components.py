@@ -78,6 +78,9 @@ def test_components_accept_a_config_dict():
         interp.components.PosEmbed,
         interp.components.MLP,
         interp.components.TransformerBlock,
+        interp.components.Unembed,
+        interp.components.Attention,
+        interp.components.LayerNorm,
     ):
         component(cfg)
 

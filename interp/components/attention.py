@@ -46,8 +46,9 @@ class Attention(nn.Module):
         >>> out = attn(x, x, x)   # TransformerLens's call: query, key and value inputs
     """
 
-    def __init__(self, cfg: HookedTransformerConfig, layer_index: int = 0) -> None:
+    def __init__(self, cfg: HookedTransformerConfig | dict, layer_index: int = 0) -> None:
         super().__init__()
+        cfg = HookedTransformerConfig.unwrap(cfg)
         self.cfg = cfg
         self.layer_index = layer_index
         h, m, d = cfg.n_heads, cfg.d_model, cfg.d_head

@@ -71,8 +71,9 @@ class Unembed(nn.Module):
         >>> model.unembed(model.ln_final(resid)).shape   # [batch, pos, d_vocab_out]
     """
 
-    def __init__(self, cfg: HookedTransformerConfig) -> None:
+    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
         super().__init__()
+        cfg = HookedTransformerConfig.unwrap(cfg)
         self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out, dtype=cfg.dtype))
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out, dtype=cfg.dtype))
         self.soft_cap = cfg.output_logits_soft_cap
