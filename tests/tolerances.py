@@ -93,6 +93,21 @@ def within_contract(contract: float, derived: float) -> float:
     return max(contract, derived)
 
 
+def logits_bound(cfg, expected: torch.Tensor) -> float:
+    """The README's contract for fp32 logits against Hugging Face's (or TransformerLens's, or
+    the same model loaded another way): within 1e-4, or the forward's own rounding bound at the
+    largest of ``expected`` where that is larger."""
+    return within_contract(1e-4, model_error_bound(cfg, expected.detach().abs().max().item()))
+
+
+def mean_bound(centred: torch.Tensor, dim: int) -> float:
+    """The largest mean along ``dim`` that a tensor centred there (its mean subtracted) may
+    keep: the rounding of two means (the one subtracted, the one measured) of its size."""
+    return error_bound(
+        centred.dtype, reduction=centred.shape[dim], depth=2, magnitude=centred.detach()
+    )
+
+
 def _magnitude(magnitude: float | torch.Tensor) -> float:
     """A float as it is; a tensor's root mean square (its typical element)."""
     if isinstance(magnitude, torch.Tensor):
