@@ -136,3 +136,17 @@ def test_hook_mlp_in_on_an_attention_only_model_is_refused():
         model.add_hook("blocks.0.hook_mlp_in", lambda act, hook: None)
     with pytest.raises(ValueError, match="attention-only"):
         model.set_use_hook_mlp_in(True)
+
+
+def test_editing_the_position_embeddings_in_place_leaves_w_pos():
+    model = model_of("components_causal")
+    before = model.W_pos.detach().clone()
+    tokens = torch.zeros(1, 4, dtype=torch.long)
+    with torch.no_grad():
+        model.pos_embed(tokens).zero_()
+
+        def zero(pos_embed, hook):
+            pos_embed.zero_()
+
+        model.run_with_hooks(tokens, fwd_hooks=[("hook_pos_embed", zero)])
+    torch.testing.assert_close(model.W_pos.detach(), before, atol=0, rtol=0)

@@ -49,13 +49,13 @@ class PosEmbed(nn.Module):
     ) -> Float[Tensor, "batch pos d_model"]:
         """The embeddings of the positions of ``tokens``, which follow ``past_kv_pos_offset``
         cached ones. Without ``attention_mask`` that is ``W_pos[offset : offset + pos]`` for
-        every row (a broadcast view, not a copy). With it (1 = token, 0 = padding, over
-        cached plus new positions) each row's positions count its tokens, so left padding
-        shifts a text to start at 0, and padding gets zeros, as in TransformerLens.
+        every row (one copy, broadcast over the batch). With it (1 = token, 0 = padding,
+        over cached plus new positions) each row's positions count its tokens, so left
+        padding shifts a text to start at 0, and padding gets zeros, as in TransformerLens.
         """
         batch, n_pos = tokens.shape[0], tokens.shape[-1]
-        if attention_mask is None:
-            rows = self.W_pos[past_kv_pos_offset : past_kv_pos_offset + n_pos]
+        if attention_mask is None:  # a copy, so a hook editing it in place leaves W_pos be
+            rows = self.W_pos[past_kv_pos_offset : past_kv_pos_offset + n_pos].clone()
             return rows[None].expand(batch, -1, -1)
         positions = get_offset_position_ids(past_kv_pos_offset, attention_mask)
         is_padding = attention_mask[:, past_kv_pos_offset : past_kv_pos_offset + n_pos] == 0
