@@ -13,6 +13,7 @@ import transformers
 
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.tokenization import TokenError
+from tests.tolerances import model_tolerance, tolerance
 
 TEXTS = ["When Mary and John went to the store, John gave a drink to Mary", "Hi", "A cat sat"]
 
@@ -170,7 +171,8 @@ def test_tokens_to_residual_directions_give_the_logit_directions(model):
     logits, cache = model.run_with_cache(tokens)
     final = cache["ln_final.hook_normalized"][0, -1]
     expected = logits[0, -1, [5335, 1757]] - model.b_U[[5335, 1757]]
-    torch.testing.assert_close(directions @ final, expected, rtol=1e-5, atol=1e-5)
+    within = tolerance(torch.float32, reduction=model.cfg.d_model, magnitude=logits[0, -1])
+    torch.testing.assert_close(directions @ final, expected, **within)
     with pytest.raises(ValueError, match=r"Token id 50257 is outside the vocabulary \[0, 50257\)"):
         model.tokens_to_residual_directions(50257)
     with pytest.raises(TypeError, match="an integer tensor of ids"):
@@ -197,7 +199,8 @@ def test_input_to_embed_resumes_with_start_at_layer(model):
     residual, tokens, _, checked = model.input_to_embed(left, attention_mask=left_mask.bool())
     assert torch.equal(checked, left_mask) and checked.dtype == torch.long
     left_logits = model(left, attention_mask=left_mask)
-    torch.testing.assert_close(left_logits[1, -1], logits[1, 1], rtol=1e-4, atol=1e-4)
+    within = model_tolerance(model.cfg, logits[1, 1])  # another padding: another kernel
+    torch.testing.assert_close(left_logits[1, -1], logits[1, 1], **within)
 
 
 # ------------------------------------------------------------------------ bad inputs

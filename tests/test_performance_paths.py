@@ -10,11 +10,17 @@ from interp import HookedTransformer
 from interp.kv_cache import KeyValueCache
 from interp.loading.hf import from_hf_model
 from tests.conftest import make_hf_gpt2
+from tests.tolerances import model_tolerance, tolerance
 
 
 def make_model(dtype: torch.dtype = torch.float32, n_layer: int = 3) -> HookedTransformer:
     hf_model = make_hf_gpt2(n_layer=n_layer, n_positions=32)
     return from_hf_model(hf_model, tokenizer=None).eval().to(dtype)
+
+
+def block_tolerance(cfg, expected: torch.Tensor) -> dict[str, float]:
+    """One block (an attention and an MLP) computed two ways."""
+    return tolerance(cfg.dtype, reduction=cfg.d_mlp, depth=2, magnitude=expected)
 
 
 def keep_pattern(pattern, hook):
@@ -74,11 +80,12 @@ def test_fast_and_explicit_attention_agree_fp32(padded):
         explicit_logits, explicit_cache = model.run_with_cache(
             tokens, attention_mask=mask, names_filter=lambda name: name.endswith(("z", "pattern"))
         )
-    torch.testing.assert_close(fast_logits, explicit_logits, atol=1e-5, rtol=0)
+    within = model_tolerance(model.cfg, explicit_logits)
+    torch.testing.assert_close(fast_logits, explicit_logits, **within)
     for layer in range(model.cfg.n_layers):
-        torch.testing.assert_close(
-            fast_cache["z", layer], explicit_cache["z", layer], atol=1e-5, rtol=0
-        )
+        explicit_z = explicit_cache["z", layer]
+        within = model_tolerance(model.cfg, explicit_z)
+        torch.testing.assert_close(fast_cache["z", layer], explicit_z, **within)
 
 
 def test_explicit_path_from_the_config_flag_agrees():
@@ -88,7 +95,7 @@ def test_explicit_path_from_the_config_flag_agrees():
         fast = model(tokens, attention_mask=mask)
         model.cfg.use_fast_attention = False
         explicit = model(tokens, attention_mask=mask)
-    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast, explicit, **model_tolerance(model.cfg, explicit))
 
 
 def generate_logits(model, tokens, mask, chunks):
@@ -115,9 +122,10 @@ def test_fast_and_explicit_attention_agree_with_the_kv_cache(padded):
         with model.hooks(fwd_hooks=EXPLICIT):
             explicit = generate_logits(model, tokens, mask, chunks)
         whole = model(tokens, attention_mask=mask)
-    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=0)
+    within = model_tolerance(model.cfg, explicit)
+    torch.testing.assert_close(fast, explicit, **within)
     real = mask.bool() if padded else torch.ones_like(tokens, dtype=torch.bool)
-    torch.testing.assert_close(fast[real], whole[real], atol=1e-4, rtol=0)
+    torch.testing.assert_close(fast[real], whole[real], **within)
 
 
 @pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "left-padded"])
@@ -133,9 +141,9 @@ def test_fast_and_explicit_attention_agree_bf16(padded):
         with model.hooks(fwd_hooks=EXPLICIT):
             explicit_cached = generate_logits(model, tokens, mask, [6, 1, 2]).float()
     assert fast.dtype == explicit.dtype
-    scale = explicit.abs().max()
-    torch.testing.assert_close(fast, explicit, atol=0.03 * scale, rtol=0)
-    torch.testing.assert_close(fast_cached, explicit_cached, atol=0.03 * scale, rtol=0)
+    within = model_tolerance(model.cfg, explicit, dtype=torch.bfloat16)
+    torch.testing.assert_close(fast, explicit, **within)
+    torch.testing.assert_close(fast_cached, explicit_cached, **within)
 
 
 # ------------------------------------------------------------------------------ early exit
@@ -154,8 +162,8 @@ def test_early_exit_runs_only_the_blocks_it_needs():
     assert set(early) == {"hook_embed", "blocks.1.hook_resid_post"}
     for name in early:
         torch.testing.assert_close(early[name], full[name], atol=0, rtol=0)
-    model.reset_hooks()  # the hooked final layer norm ran its explicit path: equal to 1e-5
-    torch.testing.assert_close(logits, model(tokens), atol=1e-5, rtol=0)
+    model.reset_hooks()  # the hooked final layer norm ran its explicit path: equal to rounding
+    torch.testing.assert_close(logits, model(tokens), **model_tolerance(model.cfg, logits))
 
 
 def test_default_run_with_cache_returns_logits_and_runs_every_block():
@@ -186,11 +194,12 @@ def test_cached_layer_norm_agrees_and_a_hook_that_edits_the_scale_takes_effect()
     with torch.no_grad():
         plain = model(tokens)
         cached_logits, cache = model.run_with_cache(tokens, names_filter=lambda n: "ln" in n)
-        torch.testing.assert_close(cached_logits, plain, atol=1e-5, rtol=0)
+        torch.testing.assert_close(cached_logits, plain, **model_tolerance(model.cfg, plain))
         ln1 = model.blocks[0].ln1
         x = model(tokens, stop_at_layer=0)
         expected_scale = (x.var(-1, keepdim=True, unbiased=False) + ln1.eps).sqrt()
-        torch.testing.assert_close(cache["scale", 0, "ln1"], expected_scale, atol=1e-6, rtol=0)
+        within = tolerance(torch.float32, reduction=model.cfg.d_model, magnitude=expected_scale)
+        torch.testing.assert_close(cache["scale", 0, "ln1"], expected_scale, **within)
 
         def double_in_place(scale, hook):
             scale.mul_(2)
@@ -200,7 +209,8 @@ def test_cached_layer_norm_agrees_and_a_hook_that_edits_the_scale_takes_effect()
             _, edited = model.run_with_cache(tokens, names_filter="blocks.0.ln1.hook_normalized")
     centred = x - x.mean(-1, keepdim=True)
     expected = centred / (2 * expected_scale) * ln1.w + ln1.b
-    torch.testing.assert_close(edited["normalized", 0, "ln1"], expected, atol=1e-5, rtol=0)
+    within = tolerance(torch.float32, reduction=model.cfg.d_model, magnitude=expected)
+    torch.testing.assert_close(edited["normalized", 0, "ln1"], expected, **within)
 
 
 @pytest.mark.parametrize("explicit", [False, True])
@@ -215,7 +225,8 @@ def test_block_output_positions_and_allowed_keys_agree_with_the_full_block(expli
         full = block(resid)
         outputs = torch.tensor([2, 5, 8])
         some = block(resid, output_positions=outputs)
-        torch.testing.assert_close(some, full[:, outputs], atol=1e-5, rtol=0)
+        within = block_tolerance(model.cfg, full)
+        torch.testing.assert_close(some, full[:, outputs], **within)
 
         # Positions 0-3 and 0-4 of two sequences, packed as 9 positions of one sequence.
         first, second = resid[:1, :4], resid[1:, :5]
@@ -224,5 +235,5 @@ def test_block_output_positions_and_allowed_keys_agree_with_the_full_block(expli
         position = torch.arange(9)
         allowed = (run_of[:, None] == run_of[None, :]) & (position[None, :] <= position[:, None])
         together = block(packed, allowed_keys=allowed[None, None])
-        torch.testing.assert_close(together[:, :4], block(first), atol=1e-5, rtol=0)
-        torch.testing.assert_close(together[:, 4:], block(second), atol=1e-5, rtol=0)
+        torch.testing.assert_close(together[:, :4], block(first), **within)
+        torch.testing.assert_close(together[:, 4:], block(second), **within)

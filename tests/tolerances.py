@@ -12,8 +12,9 @@ of elements a test compares lies within about 5 standard deviations: ``SAFETY = 
 A sub-layer (a norm, an attention, an MLP, the unembedding) chains a few such sums, whose
 errors add in quadrature, to at most ``sqrt(n) * eps``: the ``eps`` (not ``eps / 2``) of the
 bound, with room for a few ulp of error in elementwise functions (exp, tanh, erf, rsqrt) whose
-implementations differ. Sub-layers write one after the other into the residual stream and their
-errors add up, so the bound grows with the ``depth``, the number of sub-layers chained.
+implementations differ. Sub-layers write one after the other into the residual stream, each
+with rounding errors of its own: they add as those of a sum do, so the bound grows with
+``sqrt(depth)``, the square root of the number of sub-layers chained.
 Half-precision sums (bfloat16, float16) accumulate in float32, on the CPU as in CUDA kernels,
 and round once to the dtype: their error is float32's ``sqrt(n) * eps`` plus the dtype's
 ``eps``, not ``sqrt(n)`` of the dtype's.
@@ -41,14 +42,14 @@ def error_bound(
     magnitude: float | torch.Tensor = 1.0,
 ) -> float:
     """The largest difference two computations of values of about ``magnitude`` in ``dtype``
-    should show: ``SAFETY * (eps + accumulator eps * sqrt(reduction)) * depth * magnitude``
+    should show: ``SAFETY * (eps + accumulator eps * sqrt(reduction)) * sqrt(depth) * magnitude``
     (the accumulator: float32 for half dtypes, the dtype itself otherwise), with ``reduction`` the
     length of the longest sum (the inner dimension of a matmul) and ``depth`` the number of
     sub-layers chained. A tensor ``magnitude`` stands for its root mean square."""
     eps = torch.finfo(dtype).eps
     accumulator_eps = min(eps, torch.finfo(torch.float32).eps)
     per_layer = eps + accumulator_eps * math.sqrt(reduction)
-    return SAFETY * per_layer * depth * _magnitude(magnitude)
+    return SAFETY * per_layer * math.sqrt(depth) * _magnitude(magnitude)
 
 
 def tolerance(
