@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import safetensors.torch
 import torch
+import transformers
 
 import interp
 from interp import HookedTransformer
@@ -191,6 +192,46 @@ def test_a_tied_config_with_an_equal_lm_head_loads_without_a_warning(tmp_path):
         expected = hf_model(tokens()).logits
         for loaded in (model, in_memory):
             assert (loaded(tokens()) - expected).abs().max() <= _logits_tolerance(expected)
+
+
+def test_gpt2_with_its_own_lm_head_under_a_tied_config_loads_as_hugging_face_does(tmp_path):
+    make_hf_gpt2().save_pretrained(tmp_path)
+    generator = torch.Generator().manual_seed(3)
+    rewrite_weights(
+        tmp_path,
+        lambda sd: sd.__setitem__(
+            "lm_head.weight", torch.randn(sd["transformer.wte.weight"].shape, generator=generator)
+        ),
+    )
+    hf_loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    with pytest.warns(UserWarning, match="its lm_head.weight differs from its wte.weight"):
+        model = HookedTransformer.from_pretrained_no_processing(tmp_path)
+    with torch.no_grad():
+        expected = hf_loaded(tokens()).logits
+        assert (model(tokens()) - expected).abs().max() <= _logits_tolerance(expected)
+
+
+@pytest.mark.parametrize(
+    ("case", "embedding"),
+    [("gemma2-soft-caps-bite-window-4", "model.embed_tokens.weight"), ("gpt2", None)],
+)
+def test_tied_embeddings_saved_as_the_lm_head_alone_load_as_hugging_face_does(
+    tmp_path, case, embedding
+):
+    """Hugging Face ties either way round: a checkpoint holding only the lm_head gives it to
+    the embedding too."""
+    hf_model = make_hf_gpt2() if case == "gpt2" else saved(tmp_path, case)
+    if case == "gpt2":
+        hf_model.save_pretrained(tmp_path)
+        embedding = "transformer.wte.weight"
+    rewrite_weights(tmp_path, lambda sd: sd.__setitem__("lm_head.weight", sd.pop(embedding)))
+    hf_loaded = type(hf_model).from_pretrained(tmp_path).eval()
+    embedded = hf_loaded.get_input_embeddings().weight
+    assert torch.equal(embedded, hf_model.get_input_embeddings().weight)  # HF tied them
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path)
+    with torch.no_grad():
+        expected = hf_loaded(tokens()).logits
+        assert (model(tokens()) - expected).abs().max() <= _logits_tolerance(expected)
 
 
 def test_an_untied_config_without_lm_head_is_refused_naming_the_field(tmp_path):

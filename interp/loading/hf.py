@@ -29,6 +29,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.families import family_for, is_gpt2, iter_tensors
+from interp.loading.families.base import check_tied
 from interp.tokenizers import HF_TOKENIZER_FILES, get_tokenizer, tokenizer_from_folder
 
 # Causal-mask buffers that older transformers versions saved with the weights.
@@ -142,8 +143,8 @@ def check_hf_source(
 
     The causal-mask buffers of old checkpoints (``attn.bias``, ``attn.masked_bias``) are
     dropped; an ``lm_head.weight`` is an untied unembedding (used even when config.json says
-    the embeddings are tied, as Hugging Face does), required when ``needs_lm_head`` (a
-    config.json with ``tie_word_embeddings: false``).
+    the embeddings are tied, as Hugging Face does; saved alone, it is the embedding too),
+    required when ``needs_lm_head`` (a config.json with ``tie_word_embeddings: false``).
     """
     stripped = {name.removeprefix("transformer."): name for name in source.shapes}
     found = {
@@ -151,6 +152,10 @@ def check_hf_source(
         for name, original in stripped.items()
         if not _HF_MASK_BUFFER.match(name)
     }
+    if not needs_lm_head and "wte.weight" not in found and "lm_head.weight" in found:
+        # Tied embeddings saved under the unembedding's name: Hugging Face ties wte to it.
+        found["wte.weight"] = found.pop("lm_head.weight")
+        stripped["wte.weight"] = stripped.pop("lm_head.weight")
     expected = hf_shapes(cfg)
     if "lm_head.weight" in found or needs_lm_head:
         expected["lm_head.weight"] = (cfg.d_vocab_out, cfg.d_model)
@@ -165,19 +170,23 @@ def check_hf_source(
 
 
 def iter_hf_tensors(
-    source: TensorSource, cfg: HookedTransformerConfig
+    source: TensorSource, cfg: HookedTransformerConfig, tied_in: str | None = None
 ) -> Iterator[tuple[str, Tensor]]:
     """Our parameters, one at a time, from a checked ``GPT2LMHeadModel`` source.
 
     Conv1D weights are stored [in, out]; the fused ``c_attn`` splits into per-head
-    W_Q/W_K/W_V [n_heads, d_model, d_head]. A missing ``lm_head`` means tied embeddings.
-    Tensors may be views of the checkpoint's; ``build_model`` makes each its own.
+    W_Q/W_K/W_V [n_heads, d_model, d_head]. A missing ``lm_head`` means tied embeddings;
+    one that differs from the embedding in ``tied_in`` (a checkpoint, named, whose config
+    ties them) is used with a warning, as Hugging Face does. Tensors may be views of the
+    checkpoint's; ``build_model`` makes each its own.
     """
     n_heads, d_model = cfg.n_heads, cfg.d_model
     embedding = source.take("wte.weight")  # [d_vocab, d_model]
     yield "embed.W_E", embedding
     has_lm_head = "lm_head.weight" in source.shapes
     unembedding = source.take("lm_head.weight") if has_lm_head else embedding
+    if has_lm_head and tied_in is not None:
+        check_tied(embedding, unembedding, "wte.weight", "lm_head.weight", tied_in)
     yield "unembed.W_U", unembedding.T  # [d_model, d_vocab]
     yield "unembed.b_U", torch.zeros(cfg.d_vocab_out, dtype=embedding.dtype)
     del embedding, unembedding
@@ -345,7 +354,7 @@ def load_hf_folder(
         weights = hf_folder_source(folder)
         untied = hf_config.get("tie_word_embeddings") is False
         source = check_hf_source(weights, cfg, what, needs_lm_head=untied)
-        tensors = iter_hf_tensors(source, cfg)
+        tensors = iter_hf_tensors(source, cfg, tied_in=None if untied else what)
     else:
         family = family_for(hf_config)
         cfg = _checked_config(

@@ -96,7 +96,8 @@ class Family:
         name and shape against what ``cfg`` implies (one error lists every problem).
 
         An unembedding the checkpoint holds although ``cfg`` ties it to the embedding is used
-        (as Hugging Face does), with a warning when the two differ (``untied_by_checkpoint``).
+        (as Hugging Face does), with a warning when the two differ (``untied_by_checkpoint``);
+        a tied checkpoint that holds the unembedding alone gives it to the embedding too.
         """
         originals: dict[str, str] = {}
         for name in source.shapes:
@@ -106,10 +107,14 @@ class Family:
         values = self.text_values(hf_config)
         rows = self.table(cfg, values)
         head = next((row for row in rows if row.convert is None), None)
+        embedding_name = rows[0].checkpoint
         if head is not None and head.checkpoint in originals:
-            untied = copy.copy(cfg)
-            untied.tie_word_embeddings = False
-            rows = untied_by_checkpoint(self.table(untied, values), head.checkpoint, what)
+            if embedding_name not in originals:  # Hugging Face ties the embedding to the head
+                originals[embedding_name] = originals.pop(head.checkpoint)
+            else:
+                untied = copy.copy(cfg)
+                untied.tie_word_embeddings = False
+                rows = untied_by_checkpoint(self.table(untied, values), head.checkpoint, what)
         found = {canonical: source.shapes[name] for canonical, name in originals.items()}
         expected = {
             row.checkpoint: row.shape for row in rows if row.checkpoint and row.convert is not None
@@ -169,15 +174,7 @@ def untied_by_checkpoint(rows: list[Row], head_name: str, what: str) -> list[Row
         return embedding_row.convert(tensor)
 
     def compare_head(tensor: Tensor | None) -> dict[str, Tensor]:
-        embedding = read.pop("embedding")
-        if tensor.shape != embedding.shape or not torch.equal(tensor, embedding):
-            warnings.warn(
-                f"{what}: config.json says tie_word_embeddings: true, but its {head_name} "
-                f"differs from its {embedding_row.checkpoint}; the checkpoint's {head_name} is "
-                "used as the unembedding (as Hugging Face does). Set tie_word_embeddings to "
-                "false in config.json to silence this warning.",
-                stacklevel=2,
-            )
+        check_tied(read.pop("embedding"), tensor, embedding_row.checkpoint, head_name, what)
         return head_row.convert(tensor)
 
     others = [row for row in rows[1:] if row is not head_row]
@@ -186,6 +183,21 @@ def untied_by_checkpoint(rows: list[Row], head_name: str, what: str) -> list[Row
         Row(head_name, head_row.shape, compare_head),
         *others,
     ]
+
+
+def check_tied(
+    embedding: Tensor, head: Tensor, embedding_name: str, head_name: str, what: str
+) -> None:
+    """Warn when a checkpoint whose config ties the embeddings holds an unembedding ``head``
+    that differs from its ``embedding`` (Hugging Face then keeps both, and so does interp)."""
+    if head.shape != embedding.shape or not torch.equal(head, embedding):
+        warnings.warn(
+            f"{what}: config.json says tie_word_embeddings: true, but its {head_name} differs "
+            f"from its {embedding_name}; the checkpoint's {head_name} is used as the "
+            "unembedding (as Hugging Face does). Set tie_word_embeddings to false in "
+            "config.json to silence this warning.",
+            stacklevel=2,
+        )
 
 
 # ----------------------------------------------------------------------- conversions
