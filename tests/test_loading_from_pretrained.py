@@ -102,6 +102,24 @@ def test_config_from_a_local_folder_equals_transformer_lens(family, monkeypatch)
     assert_same_fields(loading.get_pretrained_model_config(case["local_path"]), case["from_folder"])
 
 
+@pytest.mark.parametrize("family", FOLDER_FAMILIES)
+def test_config_json_written_by_this_transformers_gives_the_same_fields(family, tmp_path):
+    """The fixtures' files are transformers 4.57's; transformers 5 writes rope_parameters and
+    partial_rotary_factor instead of rope_theta and rotary_pct, and no GPT-2 n_ctx."""
+    transformers = pytest.importorskip("transformers")
+    case = CONFIGS[family]
+    values = json.loads((REPO / case["local_path"] / "config.json").read_text())
+    config_class = type(transformers.AutoConfig.for_model(values.pop("model_type")))
+    values.pop("transformers_version")
+    for name in ("bos_token_id", "eos_token_id"):  # GPT-2's 50256, beyond the tiny vocabulary
+        values.pop(name, None)
+    config_class(**values).save_pretrained(tmp_path)
+    expected = dict(case["from_folder"])
+    for name in ("model_name", "tokenizer_name"):  # the folder's name and path
+        expected.pop(name)
+    assert_same_fields(loading.get_pretrained_model_config(str(tmp_path)), expected)
+
+
 @pytest.mark.parametrize("family", CACHED_FAMILIES)
 def test_config_from_the_hub_cache_offline_equals_transformer_lens(family, hub_cache):  # noqa: F811
     case = CONFIGS[family]

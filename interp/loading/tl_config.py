@@ -53,7 +53,7 @@ _HF_DEFAULTS = {
         layer_norm_epsilon=1e-5, activation_function="gelu_new",
         scale_attn_by_inverse_layer_idx=False,
     ),
-    "GPTNeoXForCausalLM": dict(layer_norm_eps=1e-5, hidden_act="gelu", rotary_pct=0.25),
+    "GPTNeoXForCausalLM": dict(layer_norm_eps=1e-5, hidden_act="gelu"),
     "LlamaForCausalLM": dict(rms_norm_eps=1e-6, hidden_act="silu"),
     "MistralForCausalLM": dict(
         rms_norm_eps=1e-6, hidden_act="silu", sliding_window=4096, num_key_value_heads=8
@@ -95,6 +95,9 @@ def _gpt2(v: dict[str, Any], named: bool) -> dict[str, Any]:
 
 def _neox(v: dict[str, Any], named: bool) -> dict[str, Any]:
     d_head = v["hidden_size"] // v["num_attention_heads"]
+    # transformers 5 calls rotary_pct partial_rotary_factor (also inside rope_parameters).
+    rotary_pct = v.get("rotary_pct") or v.get("partial_rotary_factor")
+    rotary_pct = rotary_pct or rope_parameters(v).get("partial_rotary_factor", 0.25)
     return dict(
         d_model=v["hidden_size"], d_head=d_head, n_heads=v["num_attention_heads"],
         d_mlp=v["intermediate_size"], n_layers=v["num_hidden_layers"],
@@ -102,7 +105,7 @@ def _neox(v: dict[str, Any], named: bool) -> dict[str, Any]:
         act_fn=v["hidden_act"], use_attn_scale=True, use_local_attn=False,
         scale_attn_by_inverse_layer_idx=False, parallel_attn_mlp=True,
         positional_embedding_type="rotary", rotary_adjacent_pairs=False,
-        normalization_type="LN", rotary_dim=round(v["rotary_pct"] * d_head),
+        normalization_type="LN", rotary_dim=round(rotary_pct * d_head),
     )  # fmt: skip
 
 
