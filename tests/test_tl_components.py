@@ -64,6 +64,15 @@ def test_pos_embed_rows_are_w_pos_for_the_token_positions():
     assert (shifted[0, 0] == 0).all()  # padding gets no position embedding
 
 
+def test_a_mask_that_does_not_cover_the_keys_is_a_clear_error():
+    model = model_of("components_causal")
+    x = torch.zeros(2, 3, model.cfg.d_model)
+    with pytest.raises(ValueError, match=r"expected \[batch, 3\]"):
+        model.blocks[0].attn(x, x, x, None, None, torch.ones(2, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"expected \[batch, 3\]"):
+        model.blocks[0](x, None, None, torch.ones(2, 4, dtype=torch.long))
+
+
 def test_attention_refuses_a_position_bias():
     model = model_of("components_causal")
     x = torch.zeros(1, 3, model.cfg.d_model)

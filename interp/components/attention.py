@@ -170,7 +170,7 @@ class Attention(nn.Module):
         past_len = past_kv_cache_entry.length if past_kv_cache_entry is not None else 0
         if attention_mask is not None:
             key_padding_mask, key_positions = self.read_attention_mask(
-                attention_mask, past_len, key_padding_mask, key_positions
+                attention_mask, past_len, key_input.shape[1], key_padding_mask, key_positions
             )
         if self.bidirectional:  # as TransformerLens: padding only shifts the positions
             key_padding_mask = None
@@ -210,11 +210,19 @@ class Attention(nn.Module):
     def read_attention_mask(
         attention_mask: Int[Tensor, "batch key_pos"],
         past_len: int,
+        n_new: int,
         key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
         key_positions: Int[Tensor, "batch_or_1 pos"] | None,
     ) -> tuple[Bool[Tensor, "batch key_pos"] | None, Int[Tensor, "batch pos"] | None]:
-        """TransformerLens's ``attention_mask`` (1 = token, 0 = padding) as the padding mask
-        (None when nothing is padded) and the new keys' positions, unless they were given."""
+        """TransformerLens's ``attention_mask`` (1 = token, 0 = padding, over the ``past_len``
+        cached and ``n_new`` new positions) as the padding mask (None when nothing is padded)
+        and the new keys' positions, unless they were given."""
+        if attention_mask.ndim != 2 or attention_mask.shape[1] != past_len + n_new:
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}; expected [batch, "
+                f"{past_len + n_new}]: one column for each of the {past_len} cached and "
+                f"{n_new} new positions."
+            )
         if key_padding_mask is None and not attention_mask.all():
             key_padding_mask = attention_mask.bool()
         if key_positions is None:

@@ -120,7 +120,7 @@ class TransformerBlock(nn.Module):
         past_len = past_kv.length if past_kv is not None else 0
         if attention_mask is not None:
             key_padding_mask, positions = self.attn.read_attention_mask(
-                attention_mask, past_len, key_padding_mask, positions
+                attention_mask, past_len, resid_pre.shape[1], key_padding_mask, positions
             )
         resid_pre = self.hook_resid_pre(resid_pre)
         query_input, key_input, value_input = self.attention_inputs(
