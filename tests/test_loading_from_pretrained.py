@@ -203,3 +203,11 @@ def test_missing_field_is_named(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(values))
     with pytest.raises(ValueError, match="GPTNeoXForCausalLM.*has no field 'hidden_size'"):
         loading.get_pretrained_model_config(str(tmp_path))
+
+
+def test_toy_config_missing_a_field_is_named(tmp_path):
+    values = json.loads((API / "toy/gelu-1l/config.json").read_text())
+    del values["n_ctx"]
+    (tmp_path / "config.json").write_text(json.dumps(values))
+    with pytest.raises(ValueError, match="has no field 'n_ctx'; a TransformerLens toy model"):
+        loading.get_pretrained_model_config(str(tmp_path))

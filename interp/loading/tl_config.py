@@ -246,38 +246,37 @@ def is_transformer_lens_config(values: dict[str, Any]) -> bool:
 
 
 def neel_config_dict(values: dict[str, Any], official_name: str) -> dict[str, Any]:
-    """TL's config dict of a toy model's config.json values (TL's format)."""
+    """TL's config dict of a toy model's config.json values (TL's format); a missing field
+    is a ValueError naming it."""
     architecture = values.get(
         "architecture", "neel" if "_old" not in official_name else "neel-solu-old"
     )
-    if "normalization" in values:
-        normalization = values["normalization"]
-    else:
-        normalization = values["normalization_type"]
-    fields = dict(
-        d_model=values["d_model"], n_layers=values["n_layers"], d_mlp=values["d_mlp"],
-        d_head=values["d_head"], n_heads=values["n_heads"], n_ctx=values["n_ctx"],
-        d_vocab=values["d_vocab"], tokenizer_name=values.get("tokenizer_name"),
-        act_fn=values["act_fn"], attn_only=values["attn_only"],
-        final_rms=values.get("final_rms", False), original_architecture=architecture,
-        normalization_type=normalization,
-        positional_embedding_type="shortformer" if values.get("shortformer_pos") else "standard",
-    )  # fmt: skip
-    return fields
+    normalization = "normalization" if "normalization" in values else "normalization_type"
+    try:
+        return dict(
+            d_model=values["d_model"], n_layers=values["n_layers"], d_mlp=values["d_mlp"],
+            d_head=values["d_head"], n_heads=values["n_heads"], n_ctx=values["n_ctx"],
+            d_vocab=values["d_vocab"], tokenizer_name=values.get("tokenizer_name"),
+            act_fn=values["act_fn"], attn_only=values["attn_only"],
+            final_rms=values.get("final_rms", False), original_architecture=architecture,
+            normalization_type=values[normalization],
+            positional_embedding_type=(
+                "shortformer" if values.get("shortformer_pos") else "standard"
+            ),
+        )  # fmt: skip
+    except KeyError as error:
+        raise ValueError(
+            f"The config.json of {printable(official_name)} has no field {error}; a "
+            "TransformerLens toy model's config names d_model, n_layers, d_mlp, d_head, "
+            "n_heads, n_ctx, d_vocab, act_fn, attn_only and normalization."
+        ) from None
 
 
 def convert_neel_model_config(official_model_name: str, **kwargs: Any) -> dict[str, Any]:
     """TL's config dict of a toy model (``NeelNanda/...``, a TL name or a local folder),
-    from its TransformerLens-format config.json."""
+    from its TransformerLens-format config.json (``kwargs``: TL's download options, unused)."""
     official, values = _config_values(official_model_name)
-    try:
-        return neel_config_dict(values, official)
-    except KeyError as error:
-        raise ValueError(
-            f"The config.json of {printable(official)} has no field {error}; a TransformerLens "
-            "toy model's config names d_model, n_layers, d_mlp, d_head, n_heads, n_ctx, d_vocab, "
-            "act_fn, attn_only and normalization."
-        ) from None
+    return neel_config_dict(values, official)
 
 
 def convert_hf_model_config(model_name: str, **kwargs: Any) -> dict[str, Any]:

@@ -88,12 +88,8 @@ def load_transformer_lens_folder(
     values = read_config_json(folder / "config.json")
     try:
         fields = neel_config_dict(values, name)
-    except KeyError as error:
-        raise CheckpointError(
-            f"{printable(folder / 'config.json')} has no field {error}; a TransformerLens toy "
-            "model's config names d_model, n_layers, d_mlp, d_head, n_heads, n_ctx, d_vocab, "
-            "act_fn, attn_only and normalization."
-        ) from None
+    except ValueError as error:
+        raise CheckpointError(f"{printable(folder / 'config.json')}: {error}") from None
     weights = sorted(folder.glob("*final.pth")) or sorted(folder.glob("*.pth"))
     if len(weights) != 1:
         raise FileNotFoundError(
