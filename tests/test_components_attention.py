@@ -165,7 +165,7 @@ def make_cfg(**overrides) -> HookedTransformerConfig:
 
 def make_attention(cfg: HookedTransformerConfig, layer_index: int = 0) -> Attention:
     """Random weights, biases and norm weights: none is left at a value that hides a bug."""
-    attn = Attention(cfg, layer_index)
+    attn = Attention(cfg, layer_id=layer_index)
     generator = torch.Generator().manual_seed(layer_index)
     with torch.no_grad():
         for param in attn.parameters():
@@ -293,7 +293,7 @@ def test_window_mask_equals_hugging_face():
     query, key = torch.arange(4, 9)[:, None], torch.arange(9)[None, :]  # 4 keys cached
     expected = sliding_window_causal_mask_function(3)(0, 0, query, key)
     assert torch.equal(attn.attention_mask(5, 9, None, key.device)[0, 0], expected)
-    assert Attention(make_cfg(window_size=3), layer_index=1).window_size is None  # global
+    assert Attention(make_cfg(window_size=3), layer_id=1).window_size is None  # global
 
 
 def test_grouped_weights_expand_as_transformer_lens():
@@ -466,7 +466,7 @@ def test_attention_equals_hugging_face(family, implementation):
 
 
 def ours_from_hf(cfg: HookedTransformerConfig, hf: nn.Module, family: str) -> Attention:
-    attn = Attention(cfg, layer_index=0)
+    attn = Attention(cfg, layer_id=0)
     load_hf_weights(attn, hf)
     if cfg.use_qk_norm:  # Gemma 3's norms scale by (1 + w): folded into w, as at load
         offset = 1.0 if family == "gemma3" else 0.0

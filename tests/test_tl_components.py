@@ -159,3 +159,15 @@ def test_editing_the_position_embeddings_in_place_leaves_w_pos():
 
         model.run_with_hooks(tokens, fwd_hooks=[("hook_pos_embed", zero)])
     torch.testing.assert_close(model.W_pos.detach(), before, atol=0, rtol=0)
+
+
+def test_attention_takes_transformer_lens_constructor_arguments():
+    cfg = interp.HookedTransformerConfig(
+        n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=8, d_vocab=10,
+        use_local_attn=True, window_size=3, attn_types=["global", "local"],
+    )  # fmt: skip
+    assert interp.components.Attention(cfg, "local", 0).window_size == 3
+    assert interp.components.Attention(cfg, "global", 1).window_size is None
+    assert interp.components.Attention(cfg, layer_id=1).window_size == 3  # from attn_types
+    with pytest.raises(ValueError, match="attn_type='sliding'"):
+        interp.components.Attention(cfg, "sliding", 0)

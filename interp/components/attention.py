@@ -41,21 +41,36 @@ class Attention(nn.Module):
     ``W_K``/``W_V``/``b_K``/``b_V`` read them repeated to [n_heads, ...] (query head ``i``
     uses key/value head ``i // (n_heads / n_key_value_heads)``), as TransformerLens does.
 
+    The constructor takes TransformerLens's arguments: ``attn_type`` ("global" or "local";
+    default: layer ``layer_id``'s entry of ``cfg.attn_types``) and ``layer_id``.
+
     Example:
-        >>> attn = Attention(cfg, layer_index=3)
+        >>> attn = Attention(cfg, layer_id=3)
         >>> out = attn(x, x, x)   # TransformerLens's call: query, key and value inputs
     """
 
-    def __init__(self, cfg: HookedTransformerConfig | dict, layer_index: int = 0) -> None:
+    def __init__(
+        self,
+        cfg: HookedTransformerConfig | dict,
+        attn_type: str | None = None,
+        layer_id: int | None = None,
+    ) -> None:
         super().__init__()
         cfg = HookedTransformerConfig.unwrap(cfg)
         self.cfg = cfg
-        self.layer_index = layer_index
+        self.layer_index = layer_index = 0 if layer_id is None else layer_id
         h, m, d = cfg.n_heads, cfg.d_model, cfg.d_head
         self.n_key_value_heads = cfg.n_key_value_heads or h
         self.grouped = self.n_key_value_heads != h
+        if attn_type is None:
+            attn_type = cfg.attn_types[layer_index] if cfg.use_local_attn else "global"
+        if attn_type not in ("global", "local") or (attn_type == "local" and not cfg.window_size):
+            raise ValueError(
+                f"attn_type={attn_type!r} must be 'global' or 'local' (a local layer needs "
+                f"cfg.window_size, got {cfg.window_size!r})."
+            )
         # Keys a "local" layer's query sees: itself and the window_size - 1 before it.
-        is_local = cfg.use_local_attn and cfg.attn_types[layer_index] == "local"
+        is_local = attn_type == "local"
         self.window_size = cfg.window_size if is_local else None
         self.bidirectional = cfg.attention_dir == "bidirectional"
 
@@ -86,7 +101,7 @@ class Attention(nn.Module):
         self.hook_v = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
         self.rotary = None
         if cfg.positional_embedding_type == "rotary":
-            self.rotary = RotaryEmbedding.from_config(cfg, layer_index)
+            self.rotary = RotaryEmbedding.from_config(cfg, layer_index, is_local)
             self.hook_rot_q = HookPoint()  # [batch, pos, n_heads, d_head]
             self.hook_rot_k = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
         self.hook_attn_scores = HookPoint()  # [batch, n_heads, query_pos, key_pos]

@@ -49,7 +49,7 @@ class TransformerBlock(nn.Module):
         self.block_index = block_index
         sandwich = cfg.use_normalization_before_and_after
         self.ln1 = make_norm(cfg)
-        self.attn = Attention(cfg, layer_index=block_index)
+        self.attn = Attention(cfg, layer_id=block_index)
         if sandwich:
             self.ln1_post = make_norm(cfg, weighted=True)
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]

@@ -88,11 +88,15 @@ class RotaryEmbedding:
         self._on_device: dict[torch.device, Tensor] = {}
 
     @classmethod
-    def from_config(cls, cfg: HookedTransformerConfig, layer_index: int) -> RotaryEmbedding:
-        """The rotary embedding of layer ``layer_index``: a "local" layer of a config with
-        ``rotary_base_local`` (Gemma 3) uses that base and no scaling; every other layer uses
-        ``rotary_base`` with the config's scaling (NTK-by-parts or linear)."""
-        is_local = cfg.use_local_attn and cfg.attn_types[layer_index] == "local"
+    def from_config(
+        cls, cfg: HookedTransformerConfig, layer_index: int, is_local: bool | None = None
+    ) -> RotaryEmbedding:
+        """The rotary embedding of layer ``layer_index``: a "local" layer (``is_local``,
+        default: its entry of ``cfg.attn_types``) of a config with ``rotary_base_local``
+        (Gemma 3) uses that base and no scaling; every other layer uses ``rotary_base`` with
+        the config's scaling (NTK-by-parts or linear)."""
+        if is_local is None:
+            is_local = cfg.use_local_attn and cfg.attn_types[layer_index] == "local"
         if is_local and cfg.rotary_base_local is not None:
             inv_freq = inverse_frequencies(cfg.rotary_dim, cfg.rotary_base_local)
         else:
