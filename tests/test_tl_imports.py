@@ -20,7 +20,8 @@ TL_NAMES = {
                      "composition_scores", "get_offset_position_ids", "init_xavier_uniform_",
                      "init_xavier_normal_", "init_kaiming_uniform_", "init_kaiming_normal_",
                      "calc_fan_in_and_fan_out", "get_corner", "get_act_name",
-                     "repeat_along_head_dimension", "get_nested_attr", "set_nested_attr"],
+                     "repeat_along_head_dimension", "get_nested_attr", "set_nested_attr",
+                     "override_or_use_default_value", "is_library_available"],
     "interp.components": ["LayerNorm", "LayerNormPre", "RMSNorm", "RMSNormPre", "Embed",
                           "Unembed", "PosEmbed", "Attention", "MLP", "TransformerBlock"],
     "interp.past_key_value_caching": ["HookedTransformerKeyValueCache",
@@ -29,6 +30,10 @@ TL_NAMES = {
                      "evaluate_on_dataset", "make_wiki_data_loader", "make_owt_data_loader",
                      "make_pile_data_loader", "make_code_data_loader"],
     "interp.head_detector": ["detect_head"],
+    "interp.loading_from_pretrained": ["OFFICIAL_MODEL_NAMES", "MODEL_ALIASES",
+                                       "get_official_model_name", "get_pretrained_model_config",
+                                       "convert_hf_model_config", "convert_neel_model_config",
+                                       "get_pretrained_state_dict"],
 }  # fmt: skip
 
 
