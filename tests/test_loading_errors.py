@@ -446,6 +446,41 @@ def test_a_mistyped_config_field_is_named(tmp_path, case, edit, message):
     assert text.startswith(f"{config_path} is not a valid ") and message in text
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (dict(tie_word_embeddings="false"), "field 'tie_word_embeddings' is 'false'"),
+        (dict(scale_attn_weights="no"), "field 'scale_attn_weights' is 'no'"),
+        (dict(n_inner="256"), "field 'n_inner' is '256'; it must be a positive integer."),
+        (dict(layer_norm_epsilon="1e-5"), "field 'layer_norm_epsilon' is '1e-5'; it must be a"),
+        (dict(activation_function="swiglu"), "field 'activation_function' is 'swiglu'; interp"),
+    ],
+)
+def test_a_mistyped_gpt2_config_field_is_named(gpt2_folder, tmp_path, edit, message):
+    for path in gpt2_folder.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    config_path = edit_config(tmp_path, lambda config: config.update(edit))
+    text = load_error(tmp_path)
+    assert text.startswith(f"{config_path} is not a valid GPT-2 config: {message}")
+
+
+@pytest.mark.parametrize(
+    ("case", "edit", "message"),
+    [
+        ("llama-mha-tied", dict(rms_norm_eps=None), "field 'rms_norm_eps' is None; it must be"),
+        ("neox-parallel-partial-rotary", dict(layer_norm_eps="small"), "'layer_norm_eps' is"),
+        ("llama-mha-tied", dict(hidden_act="swish"), "field 'hidden_act' is 'swish'; interp"),
+        ("gemma2-untied-mha", dict(hidden_activation="gelu_tanh"), "field 'hidden_activation'"),
+    ],
+)
+def test_a_family_field_read_under_another_name_is_named_as_config_json_has_it(
+    tmp_path, case, edit, message
+):
+    saved(tmp_path, case)
+    edit_config(tmp_path, lambda config: config.update(edit))
+    assert message in load_error(tmp_path)
+
+
 def test_a_neox_rotary_fraction_out_of_range_is_named(tmp_path):
     saved(tmp_path, "neox-parallel-partial-rotary")
     edit_config(tmp_path, lambda config: config["rope_parameters"].update(partial_rotary_factor=2))

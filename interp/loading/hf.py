@@ -29,7 +29,13 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.families import family_for, is_gpt2, iter_tensors
-from interp.loading.families.base import check_tied
+from interp.loading.families.base import (
+    activation,
+    check_tied,
+    flag,
+    positive_int,
+    positive_number,
+)
 from interp.tokenizers import HF_TOKENIZER_FILES, get_tokenizer, tokenizer_from_folder
 
 # Causal-mask buffers that older transformers versions saved with the weights.
@@ -74,12 +80,15 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
                 f"field {name!r} ({meaning}) {state}; it must be a positive integer "
                 f"(GPT-2 small has {name}={example})."
             )
-    if values.get("scale_attn_by_inverse_layer_idx"):
+    if flag(values, "scale_attn_by_inverse_layer_idx"):
         raise ValueError(
             "field 'scale_attn_by_inverse_layer_idx' is true, which interp does not support yet."
         )
-    if values.get("scale_attn_weights") is False:
+    if values.get("scale_attn_weights") is not None and not flag(values, "scale_attn_weights"):
         raise ValueError("field 'scale_attn_weights' is false, which interp does not support yet.")
+    flag(values, "tie_word_embeddings")  # read by load_hf_folder; checked here, with the config
+    if values.get("n_inner") is not None:
+        positive_int(values, "n_inner")
     for name in ("torch_dtype", "dtype"):  # unused (weights load in float32), but must be valid
         if isinstance(values.get(name), str) and values[name] != "auto":
             try:
@@ -96,8 +105,8 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
         d_mlp=values.get("n_inner") or 4 * d_model,
         n_ctx=values["n_positions"],
         d_vocab=values["vocab_size"],
-        act_fn=values.get("activation_function", "gelu_new"),
-        eps=values.get("layer_norm_epsilon", 1e-5),
+        act_fn=activation({"activation_function": "gelu_new"} | values, "activation_function"),
+        eps=positive_number({"layer_norm_epsilon": 1e-5} | values, "layer_norm_epsilon", 1e-5),
         model_name=values.get("_name_or_path") or "gpt2",
         tokenizer_name="gpt2",
     )

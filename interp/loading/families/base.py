@@ -20,7 +20,7 @@ import einops
 import torch
 from torch import Tensor
 
-from interp.config import HookedTransformerConfig
+from interp.config import ACTIVATION_FUNCTIONS, HookedTransformerConfig
 from interp.loading.checkpoint import Shape, TensorSource, check_names_and_shapes
 
 Convert = Callable[[Tensor | None], dict[str, Tensor]]
@@ -272,6 +272,15 @@ def positive_int(values: dict[str, Any], name: str) -> int:
     return value
 
 
+def positive_number(values: dict[str, Any], name: str, example: float) -> float:
+    """``values[name]`` if it is a positive finite number, else an error naming the field."""
+    value = values.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        state = "is missing" if name not in values else f"is {value!r}"
+        raise ValueError(f"field {name!r} {state}; it must be a positive number, e.g. {example}.")
+    return float(value)
+
+
 def flag(values: dict[str, Any], name: str) -> bool:
     """``values[name]`` if it is true or false (null or absent: false), else an error naming
     the field (a string "false" would otherwise read as true)."""
@@ -314,10 +323,18 @@ def kv_heads(values: dict[str, Any]) -> int | None:
 
 
 def activation(values: dict[str, Any], *names: str) -> str:
-    """The activation function's name, from the first of ``names`` the config has."""
+    """The activation function's name, from the first of ``names`` the config has; one interp
+    does not have is an error naming the field."""
     for name in names:
-        if values.get(name) is not None:
-            return values[name]
+        value = values.get(name)
+        if value is None:
+            continue
+        if value not in ACTIVATION_FUNCTIONS:
+            raise ValueError(
+                f"field {name!r} is {value!r}; interp supports the activation functions "
+                f"{', '.join(ACTIVATION_FUNCTIONS)}."
+            )
+        return value
     raise ValueError(f"field {names[0]!r} (the activation function) is missing.")
 
 

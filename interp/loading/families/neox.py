@@ -21,6 +21,7 @@ from interp.loading.families.base import (
     head_dim,
     heads_out,
     positive_int,
+    positive_number,
     rope_parameters,
     same,
     transposed,
@@ -68,7 +69,7 @@ def config(values: dict[str, Any]) -> dict[str, Any]:
         n_ctx=positive_int(values, "max_position_embeddings"),
         d_vocab=positive_int(values, "vocab_size"),
         act_fn=activation(values, "hidden_act"),
-        eps=values["layer_norm_eps"],
+        eps=positive_number(values, "layer_norm_eps", 1e-5),
         normalization_type="LN",
         positional_embedding_type="rotary",
         rotary_dim=int(d_head * rotary_fraction),  # as Hugging Face rounds it
