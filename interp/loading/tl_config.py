@@ -285,19 +285,20 @@ def convert_hf_model_config(model_name: str, **kwargs: Any) -> dict[str, Any]:
     official, values = _config_values(model_name)
     architectures = values.get("architectures") or []
     architecture = architectures[0] if architectures else None
+    text_architecture = architecture
     if architecture == "Gemma3ForConditionalGeneration":  # Gemma 3 4B+: its text model
-        architecture, values = "Gemma3ForCausalLM", values.get("text_config") or {}
-    if architecture not in _ARCHITECTURES:
+        text_architecture, values = "Gemma3ForCausalLM", values.get("text_config") or {}
+    if text_architecture not in _ARCHITECTURES:
         raise NotImplementedError(
             f"{architecture} is not currently supported (the config.json of "
             f"{printable(official)}); interp reads {sorted(_ARCHITECTURES)}."
         )
-    values = _HF_DEFAULTS.get(architecture, {}) | {
+    values = _HF_DEFAULTS.get(text_architecture, {}) | {
         key: value for key, value in values.items() if value is not None
     }
     named = not (Path(model_name) / "config.json").is_file()
     try:
-        fields = _ARCHITECTURES[architecture](values, named)
+        fields = _ARCHITECTURES[text_architecture](values, named)
     except KeyError as error:
         raise ValueError(
             f"The config.json of {printable(official)} ({architecture}) has no field {error}."

@@ -105,6 +105,16 @@ PUBLISHED_CONFIGS = {
         rope_local_base_freq=10000.0, sliding_window=512, query_pre_attn_scalar=256,
         layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 3, vocab_size=262144,
         initializer_range=0.02),
+    "google/gemma-3-4b-pt": dict(  # multimodal: the text model's config is nested
+        architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3",
+        text_config=dict(
+            model_type="gemma3_text", hidden_size=2560, intermediate_size=10240,
+            num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+            hidden_activation="gelu_pytorch_tanh", max_position_embeddings=131072,
+            rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+            rope_scaling=dict(factor=8.0, rope_type="linear"), sliding_window=1024,
+            query_pre_attn_scalar=256, sliding_window_pattern=6, vocab_size=262208,
+            initializer_range=0.02)),
 }  # fmt: skip
 
 # Toy models: (hub repo, TL-format config.json as the repos hold it, shrunk: d_model 512 -> 32,
