@@ -19,6 +19,7 @@ import interp
 from interp import HookedTransformer
 from interp.loading.checkpoint import MODEL_DTYPES, CheckpointError, non_finite_values
 from interp.loading.native import load_native
+from interp.loading.transformer_lens import load_transformer_lens_state_dict
 from interp.viz.report_data import analyse_prompt, prompt_tokens
 from tests.conftest import make_hf_gpt2
 from tests.test_families_parity import saved, tokens
@@ -292,6 +293,14 @@ def test_nan_weights_of_a_nanogpt_checkpoint_are_named():
     checkpoint["model"]["transformer.h.1.attn.c_proj.weight"][0, :2] = float("nan")
     with pytest.warns(UserWarning, match="transformer.h.1.attn.c_proj.weight has 2 NaN values"):
         HookedTransformer.from_nanogpt(checkpoint)
+
+
+def test_nan_weights_of_a_transformer_lens_state_dict_are_named():
+    model = interp.load_model("attn-only-2l")
+    state_dict = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    state_dict["blocks.1.attn.W_V"][0, 0, :2] = float("inf")
+    with pytest.warns(UserWarning, match="blocks.1.attn.W_V has 2 infinite values"):
+        load_transformer_lens_state_dict(state_dict, model.cfg)
 
 
 # ---------------------------------------------------------------------- tokenizers

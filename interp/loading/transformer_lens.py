@@ -24,6 +24,7 @@ from torch import Tensor
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
     CheckpointError,
+    TensorSource,
     build_model,
     load_torch_file,
     printable,
@@ -64,7 +65,12 @@ def load_transformer_lens_state_dict(
             "normalization_type='LNPre'."
         )
     cfg.dtype = resolve_dtype(dtype, cfg.dtype)
-    return build_model(cfg, tensors.items(), tokenizer, device, name)
+    source = TensorSource.from_state_dict(tensors)  # notes NaN and infinite weights
+    model = build_model(
+        cfg, ((key, source.take(key)) for key in list(source.shapes)), tokenizer, device, name
+    )
+    source.warn_non_finite(name)
+    return model
 
 
 def load_transformer_lens_folder(
