@@ -401,6 +401,14 @@ def test_a_dtype_that_is_no_dtype_is_a_type_error(gpt2_folder):
             loader(5)
 
 
+def test_an_in_memory_model_with_integer_weights_is_refused_naming_their_dtype():
+    hf_model = make_hf_gpt2()
+    quantized = hf_model.transformer.wte.weight.detach().to(torch.int8)
+    hf_model.transformer.wte.weight = torch.nn.Parameter(quantized, requires_grad=False)
+    with pytest.raises(ValueError, match=r"The Hugging Face model's weights are torch\.int8"):
+        HookedTransformer.from_pretrained("gpt2", hf_model=hf_model)
+
+
 def test_an_interp_folder_saved_with_a_bad_dtype_names_its_config(tmp_path):
     folder = interp.load_model("attn-only-2l").save(tmp_path / "model")
     config_path = edit_config(folder, lambda config: config.update(dtype="int8"))
