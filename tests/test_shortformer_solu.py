@@ -59,6 +59,7 @@ def test_solu_ln_hook_names_and_parameters():
     for hook in ("mlp.hook_mid", "mlp.ln.hook_scale", "mlp.ln.hook_normalized"):
         assert f"blocks.1.{hook}" in names
     assert "pos_embed.W_pos" in dict(model.named_parameters())
+    assert model.W_pos is model.pos_embed.W_pos
 
 
 def test_shortformer_residual_stream_has_no_positions():

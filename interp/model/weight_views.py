@@ -35,7 +35,7 @@ class WeightViewsMixin:
 
     @property
     def W_pos(self) -> Float[Tensor, "n_ctx d_model"]:
-        if self.cfg.positional_embedding_type != "standard":
+        if self.cfg.positional_embedding_type == "rotary":
             raise ValueError(
                 f"This model has {self.cfg.positional_embedding_type} position embeddings: "
                 "no W_pos (positions rotate the queries and keys inside attention)."
