@@ -14,12 +14,26 @@ from safetensors.torch import load_file
 
 from interp import HookedTransformer
 from interp.sae import HookedSAETransformer, load_sae
+from tests.tolerances import model_tolerance, tolerance
 
 REFERENCE = Path(__file__).parent / "sae_reference"
 ARCHITECTURES = sorted(
     p.name for p in (REFERENCE / "saes").iterdir() if (p / "expected.safetensors").exists()
 )
-TOLERANCE = 1e-5
+
+
+def sae_tolerance(sae, expected: torch.Tensor) -> dict[str, float]:
+    """An SAE's encoder and decoder (sums over d_in and d_sae), ours against SAELens's."""
+    widest = max(sae.cfg.d_in, sae.cfg.d_sae)
+    return tolerance(torch.float32, reduction=widest, depth=2, magnitude=expected)
+
+
+def spliced_tolerance(model, saes, expected: torch.Tensor) -> dict[str, float]:
+    """A forward with ``saes`` spliced in: each one more sub-layer, as wide as its d_sae."""
+    cfg = model.cfg
+    widest = max(cfg.d_model, cfg.n_heads * cfg.d_head, cfg.d_mlp, *(s.cfg.d_sae for s in saes))
+    depth = 2 * cfg.n_layers + 1 + len(saes)
+    return tolerance(torch.float32, reduction=widest, depth=depth, magnitude=expected)
 
 
 def test_every_architecture_has_a_fixture():
@@ -35,10 +49,13 @@ def test_encode_decode_forward_equal_saelens(name):
     x = expected["input"]
     with torch.no_grad():
         acts = sae.encode(x)
-        torch.testing.assert_close(acts, expected["feature_acts"], atol=TOLERANCE, rtol=0)
+        want = expected["feature_acts"]
+        torch.testing.assert_close(acts, want, **sae_tolerance(sae, want))
         assert (acts > 0).sum() > 0  # the comparison is not between two zero tensors
-        torch.testing.assert_close(sae.decode(acts), expected["decode"], atol=TOLERANCE, rtol=0)
-        torch.testing.assert_close(sae(x), expected["forward"], atol=TOLERANCE, rtol=0)
+        want = expected["decode"]
+        torch.testing.assert_close(sae.decode(acts), want, **sae_tolerance(sae, want))
+        want = expected["forward"]
+        torch.testing.assert_close(sae(x), want, **sae_tolerance(sae, want))
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +69,8 @@ def test_the_same_gpt2_as_saelens(spliced):
     model, _, expected = spliced
     with torch.no_grad():
         logits = model(expected["tokens"])
-    torch.testing.assert_close(logits, expected["logits"], atol=TOLERANCE, rtol=0)
+    want = expected["logits"]
+    torch.testing.assert_close(logits, want, **model_tolerance(model.cfg, want))
     assert isinstance(model, HookedTransformer)
 
 
@@ -63,12 +81,14 @@ def test_spliced_logits_and_features_equal_saelens(spliced, suffix):
         logits, cache = model.run_with_cache_with_saes(
             expected["tokens"], saes=saes, use_error_term=bool(suffix)
         )
-    torch.testing.assert_close(logits, expected["spliced_logits" + suffix], atol=TOLERANCE, rtol=0)
+    want = expected["spliced_logits" + suffix]
+    torch.testing.assert_close(logits, want, **spliced_tolerance(model, saes, want))
     for key, name in (
         ("resid_acts", "blocks.1.hook_resid_post.hook_sae_acts_post"),
         ("hook_z_acts", "blocks.0.attn.hook_z.hook_sae_acts_post"),
     ):
-        torch.testing.assert_close(cache[name], expected[key + suffix], atol=TOLERANCE, rtol=0)
+        want = expected[key + suffix]
+        torch.testing.assert_close(cache[name], want, **spliced_tolerance(model, saes, want))
     if not suffix:  # splicing without the error term changes the logits
         assert (logits - expected["logits"]).abs().max() > 1e-2
     assert not model.acts_to_saes
