@@ -6,7 +6,9 @@ same weights into interp (``from_hf_model``). Side by side, interleaved round by
 prints ratios of best-of-N times (the machine may be shared and noisy), never absolute figures:
 
 - the plain forward (logits), interp against Hugging Face (target <= 1.0);
-- ``run_with_cache`` of every hook against interp's own forward (target <= 1.1);
+- ``run_with_cache`` of every hook against interp's own forward (target <= 1.1), and the
+  same with its CPU storage pool off (``interp.cache_memory``), with the minor page faults
+  of one call of each;
 - the ``resid_pre`` activation-patching sweep (every layer x position) against
   TransformerLens 4.x's ``TransformerBridge`` booted offline from the same weights saved to a
   temporary folder (TransformerLens runs one forward per patch, so this sweep uses a smaller
@@ -21,6 +23,7 @@ the full-cache run. Everything runs under ``torch.no_grad()``. Usage::
     python benchmarks/bench_families.py                  # fp32, CPU, 2 threads
     python benchmarks/bench_families.py --device cuda --dtype bfloat16
     python benchmarks/bench_families.py --smoke          # tiny shapes, seconds (the tests run it)
+    python benchmarks/bench_families.py --keep-freed-memory   # glibc keeps freed memory (opt-in)
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import logging  # noqa: E402
-import resource  # noqa: E402
 import tempfile  # noqa: E402
 import warnings  # noqa: E402
 from dataclasses import dataclass, replace  # noqa: E402
@@ -46,9 +48,9 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from bench_model import cache_bytes  # noqa: E402
+from bench_model import cache_bytes, fault_counts, memory_parser, memory_setting, reusing  # noqa: E402
 from bench_patching import timed  # noqa: E402
-from ratio_report import parse_ratio_args, print_ratio_table, printer, ratio_parser  # noqa: E402
+from ratio_report import parse_ratio_args, print_ratio_table, printer  # noqa: E402
 from timing import best_times, synchronize  # noqa: E402
 
 import interp  # noqa: E402
@@ -116,15 +118,6 @@ def random_tokens(shape: LlamaShape, device: str, seed: int) -> torch.Tensor:
     return torch.randint(0, shape.d_vocab, (shape.batch, shape.pos), generator=generator).to(device)
 
 
-def kernel_cost(run: Any) -> tuple[int, float]:
-    """Minor page faults and seconds of kernel (system) time of one call of ``run``."""
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    result = run()
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    del result
-    return after.ru_minflt - before.ru_minflt, after.ru_stime - before.ru_stime
-
-
 def forward_rows(
     shape: LlamaShape, device: str, dtype: torch.dtype, repeats: int, say
 ) -> list[tuple[str, float, str]]:
@@ -147,14 +140,12 @@ def forward_rows(
         )
         del hf_forward, hf
         gc.collect()
-        against_forward = best_times(
-            {
-                "interp forward": lambda: ours(tokens),
-                "interp cache all": lambda: ours.run_with_cache(tokens),
-            },
-            repeats,
-            device,
-        )
+        contenders = {
+            "interp forward": lambda: ours(tokens),
+            "interp cache all": reusing(True, lambda: ours.run_with_cache(tokens)),
+            "no pool": reusing(False, lambda: ours.run_with_cache(tokens)),
+        }
+        against_forward = best_times(contenders, repeats, device)
         held, peak, n_cached = cache_bytes(lambda: ours.run_with_cache(tokens), device)
         say(
             f"  the full cache holds {n_cached} of {len(ours.hook_dict)} hooks, "
@@ -163,14 +154,11 @@ def forward_rows(
         if device.startswith("cuda"):
             say(f"  peak GPU memory of a full-cache run above the weights: {peak / 2**30:.2f} GiB")
         else:
-            forward_faults, forward_kernel = kernel_cost(lambda: ours(tokens))
-            cache_faults, cache_kernel = kernel_cost(lambda: ours.run_with_cache(tokens))
+            faults = fault_counts(contenders)
             say(
-                f"  kernel work of one call: forward {forward_faults:,} minor page faults "
-                f"({forward_kernel:.2f} s system time); full cache {cache_faults:,} "
-                f"({cache_kernel:.2f} s): the pages the cache keeps are new memory the kernel "
-                f"maps and zeroes on first touch (GLIBC_TUNABLES: "
-                f"{os.environ.get('GLIBC_TUNABLES', 'not set')})"
+                f"  minor page faults of one call: forward {faults['interp forward']:,}; "
+                f"full cache {faults['interp cache all']:,} with the storage pool, "
+                f"{faults['no pool']:,} without (fresh pages the kernel maps and zeroes)"
             )
     return [
         (
@@ -182,6 +170,11 @@ def forward_rows(
             "run_with_cache, every hook: interp / interp forward",
             against_forward["interp cache all"] / against_forward["interp forward"],
             "<= 1.1",
+        ),
+        (
+            "run_with_cache, every hook, storage pool off: interp / interp forward",
+            against_forward["no pool"] / against_forward["interp forward"],
+            "",
         ),
     ]
 
@@ -264,10 +257,11 @@ def run(args: argparse.Namespace) -> list[str]:
     warnings.filterwarnings("ignore")
     lines: list[str] = []
     say = printer(lines)
+    allocator = memory_setting(args.keep_freed_memory)
     say(
         f"interp family benchmark: Llama-shaped, {forward_shape.describe()}, {args.dtype}, "
         f"{device}, {torch.get_num_threads()} threads, best of {repeats} interleaved rounds, "
-        f"torch {torch.__version__}, transformers {transformers.__version__}"
+        f"torch {torch.__version__}, transformers {transformers.__version__}, {allocator}"
     )
     rows = forward_rows(forward_shape, device, dtype, repeats, say)
     if not args.skip_patching:
@@ -277,7 +271,7 @@ def run(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> list[str]:
-    parser = ratio_parser(__doc__.split("\n\n")[0])
+    parser = memory_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, default=None, help="forward model's layers")
     parser.add_argument("--d-mlp", type=int, default=None, help="forward model's d_mlp")
     parser.add_argument("--skip-patching", action="store_true", help="no TransformerLens sweep")

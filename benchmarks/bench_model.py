@@ -8,7 +8,8 @@ ratios of best-of-N times (the machine may be shared and noisy), never absolute 
 
 - the plain forward (logits), against Hugging Face's;
 - ``run_with_cache`` of every hook, and of one early hook (``blocks.1.hook_resid_post``),
-  against each library's own plain forward;
+  against each library's own plain forward; interp's full cache also with its CPU storage
+  pool off (``interp.cache_memory``), and the minor page faults of one call of each;
 - greedy generation of 64 tokens with the key/value cache, against Hugging Face's ``generate``;
 - the bytes a full cache holds, against TransformerLens's;
 - the forward's achieved FLOP/s as a fraction of this machine's fp32 matmul peak, measured in
@@ -19,6 +20,7 @@ Everything runs under ``torch.no_grad()``. Usage::
     python benchmarks/bench_model.py                 # GPT-2-small shape, fp32, CPU, batch 4 x 256
     python benchmarks/bench_model.py --device cuda   # the same on a GPU
     python benchmarks/bench_model.py --smoke         # tiny shapes, a few seconds (run by the tests)
+    python benchmarks/bench_model.py --keep-freed-memory   # glibc keeps freed memory (opt-in)
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from ratio_report import parse_ratio_args, print_ratio_table, printer, ratio_parser  # noqa: E402
-from timing import best_times, synchronize  # noqa: E402
+from timing import best_times, kernel_cost, synchronize  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from interp import cache_memory, malloc_tuning  # noqa: E402
 from interp.loading.hf import from_hf_model  # noqa: E402
 
 EARLY_HOOK = "blocks.1.hook_resid_post"
@@ -119,6 +122,33 @@ def forward_flops(shape: Shape) -> float:
     return 2.0 * tokens * dense_per_token + attention
 
 
+def reusing(enabled: bool, run: Callable[[], Any]) -> Callable[[], Any]:
+    """``run`` with ``run_with_cache``'s CPU storage pool on or off for the call."""
+
+    def call() -> Any:
+        previous = cache_memory.set_reuse(enabled)
+        try:
+            return run()
+        finally:
+            cache_memory.set_reuse(previous)
+
+    return call
+
+
+def fault_counts(runs: dict[str, Callable[[], Any]]) -> dict[str, int]:
+    """Minor page faults of one call of each, in turn (call it after the timed rounds, so
+    the process has reached its steady state)."""
+    return {name: kernel_cost(run)[0] for name, run in runs.items()}
+
+
+def memory_setting(keep_freed_memory: bool) -> str:
+    """Apply ``--keep-freed-memory`` and say which allocator setting this run has."""
+    if keep_freed_memory:
+        kept = malloc_tuning.keep_freed_memory()
+        return "glibc keeps freed memory" if kept else "--keep-freed-memory had no effect"
+    return "default glibc malloc"
+
+
 # ------------------------------------------------------------------------------ memory
 def bytes_held(tensors: Iterable[Tensor]) -> int:
     """Bytes of the distinct storages behind ``tensors`` (an alias is counted once)."""
@@ -156,11 +186,13 @@ def run(args: argparse.Namespace) -> list[str]:
     warnings.filterwarnings("ignore")
     lines: list[str] = []
     say = printer(lines)
+    allocator = memory_setting(args.keep_freed_memory)
     say(
         f"interp benchmark: {shape.description} ({shape.n_layers} layers, d_model "
         f"{shape.d_model}, {shape.n_heads} heads, vocab {shape.d_vocab}), {args.dtype}, "
         f"{device}, batch {shape.batch} x {shape.pos}, {torch.get_num_threads()} threads, "
-        f"best of {repeats}, torch {torch.__version__}, transformers {transformers.__version__}"
+        f"best of {repeats}, torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{allocator}"
     )
     hf = build_hf(shape, device, dtype)
     ours = from_hf_model(hf, tokenizer=None).eval()
@@ -204,7 +236,8 @@ def run(args: argparse.Namespace) -> list[str]:
         contenders: dict[str, Callable[[], Any]] = {
             "hf forward": lambda: hf(tokens, use_cache=False),
             "interp forward": lambda: ours(tokens),
-            "interp cache all": lambda: ours.run_with_cache(tokens),
+            "interp cache all": reusing(True, lambda: ours.run_with_cache(tokens)),
+            "interp cache all, no pool": reusing(False, lambda: ours.run_with_cache(tokens)),
             "interp cache early": lambda: ours.run_with_cache(
                 tokens, names_filter=EARLY_HOOK, return_type=None
             ),
@@ -222,6 +255,16 @@ def run(args: argparse.Namespace) -> list[str]:
         # The peak is the best rate seen: timed among the others, and alone ten more times.
         alone = best_times({"matmul": contenders["matmul"]}, 10, device)["matmul"]
         peak_rate = 2.0 * matmul_size**3 / min(seconds["matmul"], alone)
+        if device == "cpu":
+            faults = fault_counts(
+                {name: contenders[name] for name in ("interp forward", "interp cache all")}
+                | {"no pool": contenders["interp cache all, no pool"]}
+            )
+            say(
+                f"  minor page faults of one call: forward {faults['interp forward']:,}; "
+                f"full cache {faults['interp cache all']:,} with the storage pool, "
+                f"{faults['no pool']:,} without"
+            )
 
         ours_bytes, ours_peak, _ = cache_bytes(lambda: ours.run_with_cache(tokens), device)
         if bridge is not None:
@@ -241,7 +284,12 @@ def run(args: argparse.Namespace) -> list[str]:
         (
             "run_with_cache, every hook: interp / interp forward",
             s["interp cache all"] / s["interp forward"],
-            "<= 1.2",
+            "<= 1.15",
+        ),
+        (
+            "run_with_cache, every hook, storage pool off: interp / interp forward",
+            s["interp cache all, no pool"] / s["interp forward"],
+            "",
         ),
         (
             f"run_with_cache, {EARLY_HOOK} only: interp / interp forward",
@@ -293,8 +341,19 @@ def run(args: argparse.Namespace) -> list[str]:
     return lines
 
 
+def memory_parser(description: str) -> argparse.ArgumentParser:
+    """The ratio benchmarks' options plus ``--keep-freed-memory``."""
+    parser = ratio_parser(description)
+    parser.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="interp.malloc_tuning.keep_freed_memory() first (glibc keeps what it frees)",
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> list[str]:
-    return run(parse_ratio_args(ratio_parser(__doc__.split("\n\n")[0]), argv))
+    return run(parse_ratio_args(memory_parser(__doc__.split("\n\n")[0]), argv))
 
 
 if __name__ == "__main__":
