@@ -28,14 +28,6 @@ def sae_tolerance(sae, expected: torch.Tensor) -> dict[str, float]:
     return tolerance(torch.float32, reduction=widest, depth=2, magnitude=expected)
 
 
-def spliced_tolerance(model, saes, expected: torch.Tensor) -> dict[str, float]:
-    """A forward with ``saes`` spliced in: each one more sub-layer, as wide as its d_sae."""
-    cfg = model.cfg
-    widest = max(cfg.d_model, cfg.n_heads * cfg.d_head, cfg.d_mlp, *(s.cfg.d_sae for s in saes))
-    depth = 2 * cfg.n_layers + 1 + len(saes)
-    return tolerance(torch.float32, reduction=widest, depth=depth, magnitude=expected)
-
-
 def test_every_architecture_has_a_fixture():
     assert {"standard", "jumprelu", "topk", "gated", "transcoder", "skip_transcoder"} <= set(
         ARCHITECTURES
@@ -81,14 +73,17 @@ def test_spliced_logits_and_features_equal_saelens(spliced, suffix):
         logits, cache = model.run_with_cache_with_saes(
             expected["tokens"], saes=saes, use_error_term=bool(suffix)
         )
+    widths = tuple(sae.cfg.d_sae for sae in saes)
     want = expected["spliced_logits" + suffix]
-    torch.testing.assert_close(logits, want, **spliced_tolerance(model, saes, want))
+    torch.testing.assert_close(logits, want, **model_tolerance(model.cfg, want, spliced=widths))
     for key, name in (
         ("resid_acts", "blocks.1.hook_resid_post.hook_sae_acts_post"),
         ("hook_z_acts", "blocks.0.attn.hook_z.hook_sae_acts_post"),
     ):
         want = expected[key + suffix]
-        torch.testing.assert_close(cache[name], want, **spliced_tolerance(model, saes, want))
+        torch.testing.assert_close(
+            cache[name], want, **model_tolerance(model.cfg, want, spliced=widths)
+        )
     if not suffix:  # splicing without the error term changes the logits
         assert (logits - expected["logits"]).abs().max() > 1e-2
     assert not model.acts_to_saes

@@ -6,6 +6,7 @@ import torch
 
 import interp
 from interp.sae import SAE, HookedSAETransformer, SAEConfig
+from tests.tolerances import model_tolerance
 
 RESID = "blocks.1.hook_resid_post"
 
@@ -49,7 +50,8 @@ def test_error_term_leaves_logits_unchanged(model, tokens):
     sae = random_sae(model.cfg.d_model, RESID)
     plain = model(tokens)
     spliced = model.run_with_saes(tokens, saes=[sae], use_error_term=True)
-    torch.testing.assert_close(spliced, plain, atol=1e-5, rtol=0)
+    within = model_tolerance(model.cfg, plain, spliced=(sae.cfg.d_sae,))
+    torch.testing.assert_close(spliced, plain, **within)
     assert (model.run_with_saes(tokens, saes=[sae]) - plain).abs().max() > 1e-2
 
 
@@ -90,12 +92,9 @@ def test_feature_ablation_and_steering_through_ordinary_hooks(model, tokens):
 
     with model.saes([sae], use_error_term=True):
         ablated = model.run_with_hooks(tokens, fwd_hooks=[(f"{RESID}.hook_sae_acts_post", ablate)])
-    torch.testing.assert_close(
-        ablated,
-        model.run_with_hooks(tokens, fwd_hooks=[(RESID, ablated_resid)]),
-        atol=1e-5,
-        rtol=0,
-    )
+    by_hand = model.run_with_hooks(tokens, fwd_hooks=[(RESID, ablated_resid)])
+    within = model_tolerance(model.cfg, by_hand, spliced=(sae.cfg.d_sae,))
+    torch.testing.assert_close(ablated, by_hand, **within)
     assert (ablated - model(tokens)).abs().max() > 1e-3
 
     def steer(acts, hook):
@@ -107,7 +106,8 @@ def test_feature_ablation_and_steering_through_ordinary_hooks(model, tokens):
     )
     direction = 3.0 * sae.W_dec[feature].detach()
     reference = model.run_with_hooks(tokens, fwd_hooks=[(RESID, lambda x, hook: x + direction)])
-    torch.testing.assert_close(steered, reference, atol=1e-5, rtol=0)
+    within = model_tolerance(model.cfg, reference, spliced=(sae.cfg.d_sae,))
+    torch.testing.assert_close(steered, reference, **within)
 
 
 def test_hook_z_sae_and_several_at_once(model, tokens):
@@ -161,7 +161,8 @@ def test_transcoder_reads_one_hook_and_replaces_another(model, tokens):
     assert set(model.acts_to_saes) == set()
     plain = model(tokens)
     with_error = model.run_with_saes(tokens, saes=[transcoder], use_error_term=True)
-    torch.testing.assert_close(with_error, plain, atol=1e-5, rtol=0)
+    within = model_tolerance(model.cfg, plain, spliced=(transcoder.cfg.d_sae,))
+    torch.testing.assert_close(with_error, plain, **within)
 
 
 def test_saes_context_cleans_up_when_the_body_raises(model, tokens):

@@ -66,24 +66,31 @@ def tolerance(
 
 
 def model_error_bound(
-    cfg, magnitude: float | torch.Tensor = 1.0, dtype: torch.dtype | None = None
+    cfg,
+    magnitude: float | torch.Tensor = 1.0,
+    dtype: torch.dtype | None = None,
+    spliced: tuple[int, ...] = (),
 ) -> float:
     """``error_bound`` of a whole forward pass of a model with config ``cfg`` (a
     ``HookedTransformerConfig``): its longest sum is the widest of d_model, d_mlp and the
     heads' concatenated width; each layer chains an attention and an MLP, and the final norm
-    and unembedding one more."""
-    widths = [cfg.d_model, cfg.n_heads * cfg.d_head, cfg.d_mlp or 0]
-    depth = 2 * cfg.n_layers + 1
+    and unembedding one more. ``spliced``: the widths of sub-layers added to the forward (an
+    SAE's d_sae), one more each."""
+    widths = [cfg.d_model, cfg.n_heads * cfg.d_head, cfg.d_mlp or 0, *spliced]
+    depth = 2 * cfg.n_layers + 1 + len(spliced)
     return error_bound(dtype or cfg.dtype, reduction=max(widths), depth=depth, magnitude=magnitude)
 
 
 def model_tolerance(
-    cfg, magnitude: float | torch.Tensor = 1.0, dtype: torch.dtype | None = None
+    cfg,
+    magnitude: float | torch.Tensor = 1.0,
+    dtype: torch.dtype | None = None,
+    spliced: tuple[int, ...] = (),
 ) -> dict[str, float]:
     """``tolerance`` for a whole forward pass (``model_error_bound``)."""
     return {
-        "atol": model_error_bound(cfg, magnitude, dtype),
-        "rtol": model_error_bound(cfg, 1.0, dtype),
+        "atol": model_error_bound(cfg, magnitude, dtype, spliced),
+        "rtol": model_error_bound(cfg, 1.0, dtype, spliced),
     }
 
 
