@@ -126,6 +126,31 @@ def test_state_dict_is_the_checkpoints_and_old_solu_is_converted(hub_cache):  # 
     torch.testing.assert_close(converted["pos_embed.W_pos"], old["pos_embed.W_pos"].T)
 
 
+def test_missing_biases_are_zeros_with_a_warning_as_transformer_lens_fills_them(tmp_path):
+    folder = tmp_path / "gelu-1l"
+    shutil.copytree(API / "toy" / "gelu-1l", folder)
+    state_dict = torch.load(folder / "model_final.pth", weights_only=True)
+    full = HookedTransformer.from_pretrained_no_processing(folder)
+    for name in ("unembed.b_U", "blocks.0.mlp.b_in"):
+        del state_dict[name]
+    torch.save(state_dict, folder / "model_final.pth")
+    with pytest.warns(UserWarning, match=r"has no \['blocks.0.mlp.b_in', 'unembed.b_U'\]"):
+        model = HookedTransformer.from_pretrained_no_processing(folder)
+    assert not model.b_U.any() and not model.blocks[0].mlp.b_in.any()
+    with torch.no_grad():
+        full.b_U.zero_()
+        full.blocks[0].mlp.b_in.zero_()
+        torch.testing.assert_close(model(TOKENS), full(TOKENS), atol=0, rtol=0)
+    del state_dict["blocks.0.mlp.W_in"]  # a missing weight is an error, not a guess
+    torch.save(state_dict, folder / "model_final.pth")
+    with (
+        pytest.raises(CheckpointError, match="missing keys.*blocks.0.mlp.W_in"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore")
+        HookedTransformer.from_pretrained_no_processing(folder)
+
+
 def test_tokenizer_not_in_the_cache_is_a_warning_and_no_tokenizer(tmp_path):
     folder = tmp_path / "gelu-1l"
     shutil.copytree(API / "toy" / "gelu-1l", folder)

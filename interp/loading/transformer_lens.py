@@ -31,6 +31,7 @@ from interp.loading.checkpoint import (
     read_config_json,
     resolve_dtype,
 )
+from interp.loading.model_class import model_class
 from interp.loading.tl_config import neel_config_dict
 from interp.tokenizers import HF_TOKENIZER_FILES, tokenizer_from_folder
 
@@ -110,11 +111,35 @@ def load_transformer_lens_folder(
     cfg = HookedTransformerConfig(**fields, model_name=name.split("/")[-1])
     if cfg.original_architecture == "neel-solu-old":
         state_dict = convert_neel_solu_old_weights(state_dict, cfg)
+    state_dict = _with_missing_biases(state_dict, cfg, weights[0])
     if tokenizer is None and cfg.tokenizer_name:
         tokenizer = _cached_tokenizer(cfg.tokenizer_name)
     return load_transformer_lens_state_dict(
         state_dict, cfg, device=device, dtype=dtype, tokenizer=tokenizer
     )
+
+
+def _with_missing_biases(
+    state_dict: dict[str, Tensor], cfg: HookedTransformerConfig, path: Path
+) -> dict[str, Tensor]:
+    """``state_dict`` with the biases it lacks as zeros (what TransformerLens's
+    ``fill_missing_keys`` gives them), with a warning naming them; any other missing tensor
+    is left for the loader's error."""
+    with torch.device("meta"):
+        expected = model_class()(cfg).state_dict()
+    missing = [
+        name
+        for name in expected
+        if name not in state_dict and name.rsplit(".", 1)[-1].startswith("b_")
+    ]
+    if not missing:
+        return state_dict
+    warnings.warn(
+        f"{printable(path)} has no {missing}; they are zeros, as TransformerLens fills them.",
+        stacklevel=4,
+    )
+    zeros = {name: torch.zeros(expected[name].shape) for name in missing}
+    return state_dict | zeros
 
 
 def convert_neel_solu_old_weights(
