@@ -36,7 +36,8 @@ from interp.utils.tensors import get_device
 logger = logging.getLogger(__name__)
 
 # The context length TL 2.18 gives a named model instead of its config's (prefix of the name
-# after its owner -> n_ctx). Mistral, Qwen 2 and Qwen 3 are capped for any name or folder.
+# after its owner -> n_ctx). Mistral, Qwen 2 and Qwen 3 are capped for any name or folder,
+# Gemma set to 8192.
 _TL_NAMED_N_CTX = {
     "Llama-2-": 4096,
     "CodeLlama-": 4096,
@@ -44,7 +45,6 @@ _TL_NAMED_N_CTX = {
     "Llama-3.1-": 2048,
     "Llama-3.2-": 2048,
     "Llama-3.3-": 2048,
-    "gemma-": 8192,
 }
 _CAPPED_N_CTX = 2048
 # transformers' defaults for fields a config.json may leave out.
