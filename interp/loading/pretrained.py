@@ -73,7 +73,8 @@ def load_pretrained(
         if not (folder / "config.json").is_file():
             raise FileNotFoundError(
                 f"{printable(folder)} has no config.json: from_pretrained needs a folder written "
-                "by model.save or by Hugging Face's save_pretrained."
+                "by model.save or by Hugging Face's save_pretrained, or a TransformerLens "
+                "checkpoint folder (config.json and model_final.pth)."
             )
         config = read_config_json(folder / "config.json")
         if "interp_format" in config:  # written by interp's save_native
