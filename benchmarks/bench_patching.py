@@ -9,7 +9,10 @@ IOI prompt pair, fp32 on the CPU. Checks the results are equal and prints the ra
 Each sweep runs ``--repeats`` times per library (the first run includes one-off costs such as
 thread-pool start-up); the ratio is of the best times, as ``timeit`` advises on a noisy
 machine, and the median ratio is printed too. interp runs twice per repeat: with a declared
-``LogitDiff`` metric and with the same TransformerLens-style scalar function TL gets.
+``LogitDiff`` metric and with the same TransformerLens-style scalar function TL gets. A second
+line per sweep times ``exact=True`` (one forward per index, equal to a hand-written loop bit
+for bit) against TransformerLens's loop, and prints how far the batched results are from the
+exact ones, relative to the clean/corrupted gap (the unit of a normalised metric).
 
     python benchmarks/bench_patching.py            # full size (TransformerLens takes minutes)
     python benchmarks/bench_patching.py --pair disjoint   # prompts that differ at every token
@@ -129,6 +132,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         with torch.no_grad():
             _, clean_cache = ours.run_with_cache(clean)
             _, tl_clean_cache = bridge.run_with_cache(clean)
+            # The clean/corrupted logit-difference gap: a normalised metric's unit.
+            gap = abs((metric(ours(clean)) - metric(ours(corrupted))).mean().item())
         print(
             f"model: {ours.cfg.n_layers} layers, d_model {ours.cfg.d_model}, "
             f"{ours.cfg.n_heads} heads, vocab {ours.cfg.d_vocab}; {clean.shape[0]} x "
@@ -159,6 +164,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                     ),
                     args.repeats,
                 )
+                exact, exact_seconds = timed(
+                    lambda name=name: getattr(interp.patching, name)(
+                        ours, corrupted, clean_cache, metric, progress=False, exact=True
+                    ),
+                    args.repeats,
+                )
             difference = (mine.as_subclass(torch.Tensor) - theirs).abs().max().item()
             plain_difference = (plain.as_subclass(torch.Tensor) - theirs).abs().max().item()
             tl_best, our_best, plain_best = min(tl_seconds), min(our_seconds), min(plain_seconds)
@@ -172,6 +183,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             )
             if max(difference, plain_difference) > 1e-4:
                 raise SystemExit(f"{label}: results differ from TransformerLens by {difference}")
+            batched_vs_exact = (mine - exact).abs().max().item()
+            exact_best = min(exact_seconds)
+            print(
+                f"{'':>20}  interp exact=True {exact_best:7.2f} s (speed-up over TL's loop "
+                f"x{tl_best / exact_best:4.2f}; x{exact_best / our_best:5.1f} the batched time) | "
+                "batched vs exact: "
+                f"max |diff| {batched_vs_exact:.2e} = {batched_vs_exact / gap:.1e} of the gap "
+                f"{gap:.3g}"
+            )
             ratios[label] = tl_best / our_best
     return ratios
 

@@ -11,3 +11,5 @@ def test_benchmark_smoke_mode_runs_and_agrees_with_transformer_lens():
     )
     lines = [line for line in out.splitlines() if "TransformerLens" in line]
     assert len(lines) == 2 and all("max |diff|" in line for line in lines)
+    exact_lines = [line for line in out.splitlines() if "exact=True" in line]
+    assert len(exact_lines) == 2 and all("of the gap" in line for line in exact_lines)
