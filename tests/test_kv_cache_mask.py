@@ -65,3 +65,28 @@ def test_a_frozen_cache_reads_the_prefix_mask_without_growing():
     again = model(tokens[:, 3:], attention_mask=post_mask, past_kv_cache=cache)
     torch.testing.assert_close(first, again)
     assert cache.length == 3
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_input_to_embed_then_start_at_layer_with_a_cache(name):
+    """TransformerLens's pattern: ``input_to_embed`` with the cache (which records the new
+    positions' mask), then ``forward(residual, start_at_layer=0, ...)`` with what it returned."""
+    model, expected = model_of(f"kv_{name}"), case(f"kv_{name}")
+    tokens, post_mask = expected["tokens"], expected["post_mask"]
+    cache = HookedTransformerKeyValueCache.init_cache(model.cfg, "cpu", tokens.shape[0])
+    model(tokens[:, :3], past_kv_cache=cache)
+    residual, post, shortformer_pos_embed, mask = model.input_to_embed(
+        tokens[:, 3:], attention_mask=post_mask, past_kv_cache=cache
+    )
+    logits = model(
+        residual,
+        start_at_layer=0,
+        tokens=post,
+        shortformer_pos_embed=shortformer_pos_embed,
+        attention_mask=mask,
+        past_kv_cache=cache,
+    )
+    full_mask = torch.cat([torch.ones_like(tokens[:, :3]), post_mask], dim=1)
+    assert cache.attention_mask.tolist() == full_mask.tolist()  # extended once
+    real = post_mask.bool()
+    close(logits[real], expected["masked_logits"][real], depth=6)

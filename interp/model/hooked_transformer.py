@@ -302,15 +302,23 @@ class HookedTransformer(
     def _extend_cached_mask(
         kv_cache: KeyValueCache, new_mask: Tensor | None, tokens: Tensor
     ) -> Tensor | None:
-        """The padding mask over cached plus new positions, remembered in the cache."""
-        if new_mask is not None and new_mask.shape[-1] == kv_cache.length + tokens.shape[1]:
-            new_mask = new_mask[:, kv_cache.length :]  # caller passed the whole mask
-        if new_mask is None and kv_cache.attention_mask is None:
+        """The padding mask over cached plus new positions, remembered in the cache.
+
+        A cache whose mask already covers the new positions (``input_to_embed`` added them,
+        and ``forward(residual, start_at_layer=0, past_kv_cache=...)`` resumes, as
+        TransformerLens's pattern) is not extended twice.
+        """
+        past_len, n_new = kv_cache.length, tokens.shape[1]
+        if new_mask is not None and new_mask.shape[-1] == past_len + n_new:
+            new_mask = new_mask[:, past_len:]  # caller passed the whole mask
+        previous = kv_cache.attention_mask
+        if previous is not None and previous.shape[-1] == past_len + n_new:
+            previous = previous[:, :past_len]  # these positions were added already
+        if new_mask is None and previous is None:
             return None
         if new_mask is None:
             new_mask = torch.ones_like(tokens)
-        previous = kv_cache.attention_mask
-        if previous is None and kv_cache.length:  # nothing cached was padding
+        if previous is None and past_len:  # nothing cached was padding
             previous = new_mask.new_ones(new_mask.shape[0], kv_cache.length)
         if previous is not None:
             new_mask = torch.cat([previous, new_mask.to(previous.device)], dim=1)
