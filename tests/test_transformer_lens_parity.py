@@ -7,6 +7,7 @@ import torch
 
 from interp.loading.hf import from_hf_model
 from tests.conftest import make_hf_gpt2
+from tests.tolerances import model_tolerance
 
 transformer_lens = pytest.importorskip("transformer_lens")
 
@@ -52,7 +53,7 @@ def test_every_shared_hook_matches_transformer_lens(bridge_and_model):
     with torch.no_grad():
         tl_logits, tl_cache = bridge.run_with_cache(tokens)
         logits, cache = model.run_with_cache(tokens)
-    torch.testing.assert_close(logits, tl_logits, atol=1e-4, rtol=0)
+    torch.testing.assert_close(logits, tl_logits, **model_tolerance(model.cfg, tl_logits))
     shared = sorted(set(cache.keys()) & set(tl_cache.keys()))
     expected = {name.format(l=layer) for name in CORE_HOOKS for layer in range(2)}
     assert expected <= set(shared), sorted(expected - set(shared))
@@ -67,4 +68,5 @@ def test_every_shared_hook_matches_transformer_lens(bridge_and_model):
             # norm's output after its weight and bias; the 4.x bridge hooks it before them.
             norm = model.get_submodule(name.removesuffix(".hook_normalized"))
             theirs = theirs * norm.w + norm.b
-        torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0, msg=name)
+        within = model_tolerance(model.cfg, theirs)
+        torch.testing.assert_close(ours, theirs, **within, msg=name)

@@ -19,6 +19,10 @@ from interp.viz.plots import (
     save_image,
     scatter,
 )
+from tests.tolerances import error_bound
+
+# A float32 value written into a figure as a float64 or JSON number: one float32 rounding.
+FLOAT32 = error_bound(torch.float32)
 
 
 def test_imshow_labels_axes_and_centres_a_diverging_scale_on_zero():
@@ -52,16 +56,16 @@ def test_line_scatter_and_grids_hold_their_data():
     values = torch.randn(3, 5)
     fig = line(values, line_labels=["x", "y", "z"])
     assert len(fig.data) == 3
-    np.testing.assert_allclose(fig.data[1].y, values[1].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(fig.data[1].y, values[1].numpy(), rtol=FLOAT32)
     x, y = torch.randn(6), torch.randn(6)
     fig = scatter(x, y, point_labels=[f"L0H{i}" for i in range(6)])
-    np.testing.assert_allclose(fig.data[0].x, x.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(fig.data[0].x, x.numpy(), rtol=FLOAT32)
     with pytest.raises(ValueError, match="differ in size"):
         scatter(x, y[:3])
     scores = {"previous token": torch.rand(2, 3), "induction": torch.rand(2, 3)}
     fig = head_score_grid(scores)
     assert len(fig.data) == 2
-    np.testing.assert_allclose(fig.data[1].z, scores["induction"].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(fig.data[1].z, scores["induction"].numpy(), rtol=FLOAT32)
     with pytest.raises(ValueError, match="not"):
         head_score_grid({"a": torch.rand(2, 3), "b": torch.rand(3, 3)})
 
@@ -97,7 +101,7 @@ def test_imshow_of_head_scores_draws_one_panel_per_score_on_one_scale():
     assert [annotation.text for annotation in fig.layout.annotations] == list(scores)
     assert len(fig.data) == 3 and {trace.coloraxis for trace in fig.data} == {"coloraxis"}
     for trace, values in zip(fig.data, scores.values(), strict=True):
-        np.testing.assert_allclose(np.asarray(trace.z, dtype=float), values.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(trace.z, dtype=float), values.numpy(), rtol=FLOAT32)
     assert len(fig.layout.xaxis3.ticktext) == model.cfg.n_heads
     assert fig.layout.yaxis.title.text == "layer" and fig.layout.xaxis.title.text == "head"
 

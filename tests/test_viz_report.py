@@ -14,6 +14,7 @@ from interp.viz.report_data import (
     prompt_head_scores,
     top_predictions_by_stage,
 )
+from tests.tolerances import error_bound, model_error_bound
 
 PROMPT = "The cat sat on the mat. The cat sat"
 CORRUPTED = "The dog sat on the mat. The dog sat"
@@ -60,9 +61,11 @@ def test_head_scores_match_a_naive_loop(model):
                     dup += float(pattern[q, k]) * (ids[k] == ids[q])
                     ind += float(pattern[q, k]) * (k > 0 and ids[k - 1] == ids[q])
             total = float(pattern.sum())
-            assert scores["previous token"][layer, head] == pytest.approx(prev / total, abs=1e-5)
-            assert scores["duplicate token"][layer, head] == pytest.approx(dup / total, abs=1e-5)
-            assert scores["induction"][layer, head] == pytest.approx(ind / total, abs=1e-5)
+            # Sums over query-key pairs of fractions of attention, in float32 there.
+            bound = error_bound(torch.float32, reduction=len(ids) ** 2, depth=2)
+            assert scores["previous token"][layer, head] == pytest.approx(prev / total, abs=bound)
+            assert scores["duplicate token"][layer, head] == pytest.approx(dup / total, abs=bound)
+            assert scores["induction"][layer, head] == pytest.approx(ind / total, abs=bound)
 
 
 def test_batched_patching_matches_one_forward_per_index(model):
@@ -84,7 +87,9 @@ def test_batched_patching_matches_one_forward_per_index(model):
                 )
             expected = float(logits[0, -1, answer] - logits[0, -1, wrong])
             normalised = (expected - results.corrupted_logit_diff) / span
-            assert results.results[layer, position] == pytest.approx(normalised, abs=1e-4)
+            # Logit differences (twice a logit's error) subtracted, then divided by the span.
+            bound = 4 * model_error_bound(model.cfg, logits.abs().max()) / abs(span)
+            assert results.results[layer, position] == pytest.approx(normalised, abs=bound)
 
 
 def test_analysis_normalises_patching_and_checks_lengths(model):
@@ -99,8 +104,12 @@ def test_analysis_normalises_patching_and_checks_lengths(model):
     # Layer 0's input at a position whose token is the same in both prompts is the same
     # embedding, so patching it changes nothing: 0 on the normalised scale.
     unchanged = [i for i in range(len(analysis.tokens)) if i not in changed]
+    span = patching.clean_logit_diff - patching.corrupted_logit_diff
+    with torch.no_grad():
+        logits = model(model.to_tokens(CORRUPTED))
+    atol = 4 * model_error_bound(model.cfg, logits.abs().max()) / abs(span)
     torch.testing.assert_close(
-        patching.results[0, unchanged], torch.zeros(len(unchanged)), atol=1e-4, rtol=0
+        patching.results[0, unchanged], torch.zeros(len(unchanged)), atol=atol, rtol=0
     )
     with pytest.raises(ValueError, match="same length in tokens"):
         analyse_prompt(model, PROMPT, "The dog")
