@@ -116,8 +116,7 @@ class TransformerBlock(nn.Module):
         ``positions`` are the absolute positions of these tokens, for rotary embeddings
         (default: ``past_kv_cache_entry.length`` onwards, the same for every row).
         """
-        past_kv = past_kv_cache_entry
-        past_len = past_kv.length if past_kv is not None else 0
+        past_len = past_kv_cache_entry.length if past_kv_cache_entry is not None else 0
         if attention_mask is not None:
             key_padding_mask, positions = self.attn.read_attention_mask(
                 attention_mask, past_len, resid_pre.shape[1], key_padding_mask, positions
@@ -144,7 +143,7 @@ class TransformerBlock(nn.Module):
             query_input,
             key_input,
             value_input,
-            past_kv,
+            past_kv_cache_entry,
             key_padding_mask=key_padding_mask,
             allowed_keys=allowed_keys,
             query_positions=query_positions,
