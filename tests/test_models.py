@@ -12,6 +12,7 @@ import interp
 from interp.models import model_card
 from interp.tokenizers import CharTokenizer
 from interp.train import default_text, sample_text
+from tests.tolerances import model_error_bound, model_tolerance
 
 MODELS_FOLDER = Path(str(resources.files("interp.models")))
 
@@ -74,7 +75,7 @@ def test_validation_loss_is_what_the_card_says(shakespeare):
     first, predicted from the window of n_ctx - 1 characters it ends."""
     ids = torch.tensor(shakespeare.tokenizer.encode(held_out_text()))
     n_ctx = shakespeare.cfg.n_ctx
-    total, count = 0.0, 0
+    total, count, largest = 0.0, 0, 0.0
     with torch.no_grad():
         starts = list(range(0, len(ids) - 1, n_ctx - 1))
         for first in range(0, len(starts), 128):
@@ -82,14 +83,20 @@ def test_validation_loss_is_what_the_card_says(shakespeare):
             for group in [torch.stack([w for w in windows if len(w) == n_ctx])] + [
                 w[None] for w in windows if len(w) != n_ctx
             ]:
-                log_probs = shakespeare(group).log_softmax(-1)[:, :-1]
+                logits = shakespeare(group)
+                largest = max(largest, logits.abs().max().item())
+                log_probs = logits.log_softmax(-1)[:, :-1]
                 picked = log_probs.gather(-1, group[:, 1:, None])
                 total -= picked.double().sum().item()
                 count += picked.numel()
     assert count == len(ids) - 1
     val_loss = total / count
-    assert val_loss == pytest.approx(shakespeare.cfg.extra["val_loss"], abs=1e-4)
-    assert val_loss == pytest.approx(card_number("shakespeare-char", "Validation loss"), abs=1e-4)
+    # Recorded by another run (other batches, maybe another machine): a loss moves by twice its
+    # logits' error; the card prints 4 decimals, half a step off at most besides.
+    bound = 2 * model_error_bound(shakespeare.cfg, largest)
+    assert val_loss == pytest.approx(shakespeare.cfg.extra["val_loss"], abs=bound)
+    card = card_number("shakespeare-char", "Validation loss")
+    assert val_loss == pytest.approx(card, abs=0.5e-4 + bound)
     assert val_loss < math.log(shakespeare.cfg.d_vocab) / 2  # far better than uniform
 
 
@@ -163,16 +170,15 @@ def test_attn_only_card_figures_are_reproduced(attn_only):
     tokens = repeated_sequence(200, 25, attn_only.cfg.d_vocab, seed=1234)
     induction, previous = head_scores(attn_only, tokens, 25)
     extra = attn_only.cfg.extra
-    torch.testing.assert_close(
-        induction, torch.tensor(extra["induction_scores"]), atol=1e-4, rtol=0
-    )
-    torch.testing.assert_close(
-        previous, torch.tensor(extra["previous_token_scores"]), atol=1e-4, rtol=0
-    )
+    # Recorded by another run: scores are fractions of attention (at most 1) of its forward.
+    within = model_tolerance(attn_only.cfg, 1.0)
+    torch.testing.assert_close(induction, torch.tensor(extra["induction_scores"]), **within)
+    torch.testing.assert_close(previous, torch.tensor(extra["previous_token_scores"]), **within)
     logits = attn_only(tokens)
     losses = -logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
     second_copy_loss = losses[:, 26:50].mean().item()
-    assert second_copy_loss == pytest.approx(extra["second_copy_loss"], abs=1e-4)
+    bound = 2 * model_error_bound(attn_only.cfg, logits.abs().max())  # twice the logits'
+    assert second_copy_loss == pytest.approx(extra["second_copy_loss"], abs=bound)
     assert second_copy_loss == pytest.approx(
         card_number("attn-only-2l", "Loss on the second copy"), abs=1e-3
     )
@@ -218,7 +224,8 @@ def test_attn_only_heads_work_at_every_position(attn_only, half_length, length, 
     assert min(previous) == pytest.approx(card_previous, abs=1e-3)
     assert min(after_first) == pytest.approx(card_induction, abs=1e-3)
     figures = next(f for f in attn_only.cfg.extra["position_minima"] if f["length"] == length)
-    assert min(previous) == pytest.approx(figures["previous_token_scores"][0][0], abs=1e-5)
-    assert min(after_first) == pytest.approx(figures["induction_scores"][1][0], abs=1e-5)
+    bound = model_error_bound(attn_only.cfg, 1.0)  # fractions of attention, recorded elsewhere
+    assert min(previous) == pytest.approx(figures["previous_token_scores"][0][0], abs=bound)
+    assert min(after_first) == pytest.approx(figures["induction_scores"][1][0], abs=bound)
     assert min(previous) > PREVIOUS_TOKEN_FLOOR, previous
     assert min(after_first) > INDUCTION_FLOOR, after_first
