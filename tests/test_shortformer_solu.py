@@ -23,6 +23,7 @@ FORWARD_CASES = [
     "solu_standard",
     "solu_lnpre",
     "solu_plain",
+    "xielu",
     "solu_shortformer_opt_in",
     "solu_shortformer_attn_in",
 ]
@@ -141,6 +142,13 @@ def test_shortformer_processing_is_skipped_as_transformer_lens_does():
     before = model(tokens).log_softmax(-1)
     process_weights(model, fold_ln=False)
     close(model(tokens).log_softmax(-1), before, depth=8)
+
+
+def test_xielu_parameters_are_the_mlps():
+    model = model_of("xielu")
+    assert {"blocks.0.mlp.act_fn.alpha_p", "blocks.0.mlp.act_fn.alpha_n"} <= set(
+        dict(model.named_parameters())
+    )
 
 
 def test_solu_ln_in_a_gated_mlp_is_refused():

@@ -10,6 +10,7 @@ from interp.components.activations import ACTIVATIONS, affine
 from interp.components.norms import LayerNorm, LayerNormPre
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
+from interp.utils.activations import XIELU
 
 
 class MLP(nn.Module):
@@ -42,7 +43,8 @@ class MLP(nn.Module):
         self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp, dtype=cfg.dtype))
         self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model, dtype=cfg.dtype))
         self.b_out = nn.Parameter(torch.zeros(cfg.d_model, dtype=cfg.dtype))
-        self.act_fn = ACTIVATIONS[cfg.act_fn]
+        # xIELU's trainable parameters are the MLP's (act_fn.alpha_p, ...), as TransformerLens's.
+        self.act_fn = XIELU() if cfg.act_fn == "xielu" else ACTIVATIONS[cfg.act_fn]
         self.hook_pre = HookPoint()  # [batch, pos, d_mlp]
         if self.gated:
             self.hook_pre_linear = HookPoint()  # [batch, pos, d_mlp]

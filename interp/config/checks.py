@@ -21,7 +21,8 @@ import torch
 if TYPE_CHECKING:
     from interp.config import HookedTransformerConfig
 
-# "solu" is x * softmax(x); "solu_ln" adds a layer norm after it (the MLP's ``ln``).
+# "solu" is x * softmax(x); "solu_ln" adds a layer norm after it (the MLP's ``ln``);
+# "xielu" has trainable parameters (the MLP's ``act_fn.alpha_p``/``alpha_n``).
 ACTIVATION_FUNCTIONS = (
     "gelu_new",
     "gelu_pytorch_tanh",
@@ -31,6 +32,7 @@ ACTIVATION_FUNCTIONS = (
     "silu",
     "solu",
     "solu_ln",
+    "xielu",
 )
 # "LNPre"/"RMSPre" are norms whose weights (and bias) were folded into the next layer.
 NORMALIZATION_TYPES = ("LN", "LNPre", "RMS", "RMSPre", None)

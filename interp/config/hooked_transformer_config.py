@@ -65,7 +65,8 @@ class HookedTransformerConfig:
     - ``gated_mlp``: ``(act(x @ W_gate) * (x @ W_in) + b_in) @ W_out + b_out``; ``act_fn`` one
       of ``ACTIVATION_FUNCTIONS`` ("gelu_pytorch_tanh" is "gelu_new", "gelu" is exact;
       "solu" is ``x * softmax(x)``, and "solu_ln" adds the MLP's layer norm ``mlp.ln`` after
-      it, with ``mlp.hook_mid`` before that norm).
+      it, with ``mlp.hook_mid`` before that norm; "xielu" has trainable parameters,
+      ``mlp.act_fn.alpha_p``/``alpha_n``).
     - ``attention_dir``: "causal", or "bidirectional" (every position attends to every key,
       as an encoder; as in TransformerLens an ``attention_mask`` then only sets the
       positions, so padding keys are attended unless masked, e.g. by a hook on

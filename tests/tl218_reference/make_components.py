@@ -40,6 +40,7 @@ CONFIGS = {
     "solu_standard": dict(BASE, d_mlp=32, act_fn="solu_ln"),
     "solu_lnpre": dict(BASE, d_mlp=32, act_fn="solu_ln", normalization_type="LNPre"),
     "solu_plain": dict(BASE, d_mlp=32, act_fn="solu"),
+    "xielu": dict(BASE, d_mlp=32, act_fn="xielu"),
     # A balanced-brackets-style classifier: bidirectional, two output classes.
     "bidirectional": dict(
         BASE, d_mlp=32, act_fn="relu", attention_dir="bidirectional", d_vocab_out=2
@@ -105,7 +106,7 @@ def shortformer_cases() -> None:
 
 
 def forward_cases() -> None:
-    for name in ("solu_standard", "solu_lnpre", "solu_plain"):
+    for name in ("solu_standard", "solu_lnpre", "solu_plain", "xielu"):
         record_cache(name, name, build(name), tokens_for(name))
     model = build("bidirectional")
     record_cache("bidirectional", "bidirectional", model, tokens_for("bidirectional"))
