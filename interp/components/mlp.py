@@ -44,7 +44,7 @@ class MLP(nn.Module):
         self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model, dtype=cfg.dtype))
         self.b_out = nn.Parameter(torch.zeros(cfg.d_model, dtype=cfg.dtype))
         # xIELU's trainable parameters are the MLP's (act_fn.alpha_p, ...), as TransformerLens's.
-        self.act_fn = XIELU() if cfg.act_fn == "xielu" else ACTIVATIONS[cfg.act_fn]
+        self.act_fn = XIELU().to(cfg.dtype) if cfg.act_fn == "xielu" else ACTIVATIONS[cfg.act_fn]
         self.hook_pre = HookPoint()  # [batch, pos, d_mlp]
         if self.gated:
             self.hook_pre_linear = HookPoint()  # [batch, pos, d_mlp]
