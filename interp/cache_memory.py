@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 _reuse = True
+_MAPPED_BYTES = 256 << 10  # above glibc's default mmap threshold (128 KiB)
 _HUGE_PAGE = 2 << 20
 
 
@@ -51,26 +52,27 @@ def set_reuse(enabled: bool) -> bool:
     return previous
 
 
-def reuse_enabled() -> bool:
-    return _reuse
-
-
 def _is_free(storages: list[torch.UntypedStorage], index: int) -> bool:
     """Whether only the pool's list refers to ``storages[index]``: no tensor holds it (each
     holds one count of the storage, the pool's Python object another) and nothing else holds
     that Python object (the one every tensor's ``untyped_storage()`` returns). ``getrefcount``
     sees the list's reference and the one its argument takes."""
-    storage = storages[index]._cdata
-    return torch._C._storage_Use_Count(storage) == 1 and sys.getrefcount(storages[index]) == 2
+    pointer = storages[index]._cdata
+    return torch._C._storage_Use_Count(pointer) == 1 and sys.getrefcount(storages[index]) == 2
 
 
 def _mapped_storage(nbytes: int) -> torch.UntypedStorage:
-    """``nbytes`` of memory mapped for this storage alone (unmapped when it dies), so what the
-    pool holds never sits inside glibc's heap: a pool there would fragment the heap the
-    forward's own intermediates reuse, and cost the forward page faults of its own."""
-    if nbytes == 0:
-        return torch.UntypedStorage(0)
-    memory = mmap.mmap(-1, nbytes)
+    """``nbytes`` of memory mapped for this storage alone (unmapped when it dies), so a big
+    storage the pool holds never sits inside glibc's heap: there it would fragment the heap
+    that the forward's own intermediates reuse, and cost the forward page faults of its own.
+    Small storages (glibc keeps those in its heap anyway), and any the kernel will not map,
+    come from torch's allocator."""
+    if nbytes < _MAPPED_BYTES:
+        return torch.UntypedStorage(nbytes)
+    try:
+        memory = mmap.mmap(-1, nbytes)
+    except OSError:  # e.g. the process's limit on mappings
+        return torch.UntypedStorage(nbytes)
     if nbytes >= _HUGE_PAGE and hasattr(mmap, "MADV_HUGEPAGE"):
         memory.madvise(mmap.MADV_HUGEPAGE)  # 2 MiB pages: the first call faults 512x less
     return torch.frombuffer(memory, dtype=torch.uint8).untyped_storage()
