@@ -52,7 +52,7 @@ class LayerNorm(nn.Module):
         normalized, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], w, b, self.eps)
         scale = self.hook_scale(rstd.reciprocal())  # [batch, pos, 1]: sqrt(variance + eps)
         if not self.hook_scale.only_read:  # a hook may change the scale: divide by what it gave
-            normalized = (x - mean) / scale
+            normalized = (x - x.mean(-1, keepdim=True)) / scale  # native mean has no grad
             if w is not None:
                 normalized = torch.addcmul(b, normalized, w)
         return self.hook_normalized(normalized.to(input_dtype))
