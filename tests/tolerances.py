@@ -116,13 +116,6 @@ def mean_bound(centred: torch.Tensor, dim: int) -> float:
     )
 
 
-def _magnitude(magnitude: float | torch.Tensor) -> float:
-    """A float as it is; a tensor's root mean square (its typical element)."""
-    if isinstance(magnitude, torch.Tensor):
-        return magnitude.detach().double().pow(2).mean().sqrt().item()
-    return magnitude
-
-
 def sum_tolerance(
     terms: torch.Tensor, dim: int = 0, reduction: int | None = None
 ) -> dict[str, float]:
@@ -135,3 +128,10 @@ def sum_tolerance(
         reduction=reduction or terms.shape[dim],
         magnitude=terms.detach().abs().sum(dim),
     )
+
+
+def _magnitude(magnitude: float | torch.Tensor) -> float:
+    """A float as it is; a tensor's root mean square (its typical element)."""
+    if isinstance(magnitude, torch.Tensor):
+        return magnitude.detach().double().pow(2).mean().sqrt().item()
+    return magnitude
