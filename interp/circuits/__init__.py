@@ -1,0 +1,39 @@
+"""Circuit tracing: attribution graphs through transcoders, with circuit-tracer's API.
+
+Replace each MLP by a transcoder, freeze attention patterns and norm scales, and for one
+prompt the model is linear in its residual stream: every edge of the graph (feature, error
+and token nodes to features and logits) is a direct effect computed by backward passes.
+
+Example:
+    >>> from interp.circuits import ReplacementModel, attribute, load_transcoders, prune_graph
+    >>> replacement = ReplacementModel.from_model(model, load_transcoders("tc_folder"))
+    >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=500)
+    >>> node_mask, edge_mask, cumulative_scores = prune_graph(graph, node_threshold=0.8)
+"""
+
+from interp.circuits.attribution import CustomTarget, attribute, ensure_tokenized
+from interp.circuits.graph import (
+    Graph,
+    LogitTarget,
+    PruneResult,
+    compute_graph_scores,
+    compute_partial_influences,
+    prune_graph,
+)
+from interp.circuits.replacement_model import ReplacementModel
+from interp.circuits.transcoders import TranscoderSet, load_transcoders
+
+__all__ = [
+    "CustomTarget",
+    "Graph",
+    "LogitTarget",
+    "PruneResult",
+    "ReplacementModel",
+    "TranscoderSet",
+    "attribute",
+    "compute_graph_scores",
+    "compute_partial_influences",
+    "ensure_tokenized",
+    "load_transcoders",
+    "prune_graph",
+]

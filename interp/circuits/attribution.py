@@ -1,0 +1,356 @@
+"""``attribute``: the attribution graph of one prompt, as circuit-tracer 0.5.0 computes it.
+
+1. One frozen forward (``ReplacementModel.linearized``) records every transcoder's input and
+   the MLP outputs: the active features (position 0 zeroed), their encoder and
+   activation-scaled decoder vectors, the error nodes (MLP output minus reconstruction) and
+   the logit targets.
+2. A second frozen forward runs the prompt ``batch`` times; each backward pass computes up
+   to ``batch`` rows at once: a feature's row injects its encoder vector as the gradient of
+   the transcoder input at (layer, pos); a logit's row injects its demeaned unembedding
+   column after ``ln_final``. The gradient at every transcoder output, dotted with each
+   source's decoder (or error) vector, and at ``hook_embed`` with each token's embedding,
+   is the direct effect of that source on the row's node.
+3. With ``max_feature_nodes``, features are visited in order of their influence on the
+   logits through the rows computed so far, re-ranked every ``update_interval`` batches.
+
+Example:
+    >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=1000)
+    >>> graph.adjacency_matrix.shape   # [nodes, nodes]: rows targets, columns sources
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from interp.circuits.graph import Graph, LogitTarget, compute_partial_influences
+from interp.circuits.replacement_model import LinearizedRun, ReplacementModel
+
+logger = logging.getLogger(__name__)
+_CHUNK = 1 << 24  # elements of one gathered-gradient block
+
+
+class CustomTarget(NamedTuple):
+    """An output node with its own direction: a label, a weight and a ``[d_model]`` vector."""
+
+    token_str: str
+    prob: float
+    vec: Tensor
+
+
+class _Targets(NamedTuple):
+    targets: list[LogitTarget]
+    probabilities: Float[Tensor, " n"]
+    vectors: Float[Tensor, "n d_model"]
+
+
+def ensure_tokenized(prompt: str | Tensor | list[int], model: ReplacementModel) -> Tensor:
+    """1-D token ids; a special token (the first of bos, pad, eos, ... that is set) is
+    prepended unless the first token is one (circuit-tracer's rule, for tokens too)."""
+    tokenizer = model.tokenizer
+    if isinstance(prompt, str):
+        if tokenizer is None:
+            raise ValueError("A text prompt needs model.tokenizer; pass token ids instead.")
+        tokens = torch.tensor(tokenizer.encode(prompt, add_special_tokens=False))
+    elif isinstance(prompt, Tensor):
+        tokens = prompt.squeeze()
+    elif isinstance(prompt, (list, tuple)):
+        tokens = torch.tensor(list(prompt), dtype=torch.long).squeeze()
+    else:
+        raise TypeError(f"prompt must be a str, a tensor or a list of ids; got {type(prompt)}.")
+    if tokens.ndim == 0:
+        tokens = tokens[None]
+    if tokens.ndim != 1 or tokens.is_floating_point() or len(tokens) == 0:
+        raise ValueError(
+            f"prompt tokens must be one non-empty sequence of ids; got shape "
+            f"{tuple(tokens.shape)} and dtype {tokens.dtype}."
+        )
+    tokens = tokens.long().to(model.cfg.device)
+    if tokenizer is not None and int(tokens[0]) not in tokenizer.all_special_ids:
+        candidates = [tokenizer.bos_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id]
+        special = next(filter(None, [*candidates, *tokenizer.all_special_ids]), None)
+        if special is not None:
+            tokens = torch.cat([tokens.new_tensor([special]), tokens])
+    if (tokens < 0).any() or (tokens >= model.cfg.d_vocab).any():
+        raise ValueError(f"Token ids must be in [0, {model.cfg.d_vocab}); got {tokens.tolist()}.")
+    if len(tokens) > model.cfg.n_ctx:
+        raise ValueError(
+            f"The prompt has {len(tokens)} tokens (with the prepended special token) but the "
+            f"model's context is n_ctx={model.cfg.n_ctx}; shorten it."
+        )
+    return tokens
+
+
+def _decode(model: ReplacementModel, ids: Any) -> str:
+    if model.tokenizer is None:
+        return " ".join(str(i) for i in torch.as_tensor(ids).flatten().tolist())
+    return model.tokenizer.decode(ids)
+
+
+def _logit_targets(
+    spec: Any,
+    logits: Float[Tensor, " d_vocab"],
+    model: ReplacementModel,
+    max_n_logits: int,
+    desired_logit_prob: float,
+) -> _Targets:
+    """The output nodes: salient logits (by cumulative probability), given ids or token
+    strings, or ``CustomTarget``s; each with its probability and demeaned unembedding."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    unembed = model.unembed.W_U  # [d_model, d_vocab]
+    if spec is not None and len(spec) > 0 and isinstance(spec[0], tuple):
+        custom = [CustomTarget(*target) for target in spec]
+        targets = [LogitTarget(t.token_str, model.cfg.d_vocab + i) for i, t in enumerate(custom)]
+        probabilities = torch.tensor([float(t.prob) for t in custom])
+        vectors = torch.stack([t.vec.to(unembed) for t in custom])
+        return _Targets(targets, probabilities, vectors)
+    if spec is None:
+        top_p, top_idx = torch.topk(probs, min(max_n_logits, len(probs)))
+        cutoff = int(torch.searchsorted(torch.cumsum(top_p, 0), desired_logit_prob)) + 1
+        indices = top_idx[:cutoff]
+    elif isinstance(spec, Tensor) or all(isinstance(i, int) for i in spec):
+        indices = torch.as_tensor(spec, dtype=torch.long, device=probs.device).flatten()
+    elif all(isinstance(s, str) for s in spec):
+        ids = [model.tokenizer.encode(s, add_special_tokens=False) for s in spec]
+        bad = [s for s, i in zip(spec, ids, strict=True) if len(i) != 1]
+        if bad:
+            raise ValueError(f"Targets {bad} are not single tokens; give one token each.")
+        indices = torch.tensor([i[0] for i in ids], device=probs.device)
+    else:
+        raise TypeError(
+            "attribution_targets must be None, token ids, token strings or CustomTargets."
+        )
+    if len(indices) == 0 or (indices < 0).any() or (indices >= len(probs)).any():
+        raise ValueError(f"Target ids {indices.tolist()} must be non-empty, in [0, {len(probs)}).")
+    vectors = (unembed[:, indices] - unembed.mean(dim=-1, keepdim=True)).T
+    targets = [LogitTarget(_decode(model, i), i) for i in indices.tolist()]
+    return _Targets(targets, probs[indices], vectors)
+
+
+class _Sources(NamedTuple):
+    """What the forward pass found: the nodes whose effects the rows read."""
+
+    active: Int[Tensor, "n 3"]  # (layer, pos, feature)
+    values: Float[Tensor, " n"]
+    encoders: Float[Tensor, "n d_model"]
+    decoders: Float[Tensor, "n d_model"]  # scaled by the activations
+    errors: Float[Tensor, "n_layers pos d_model"]
+    tokens: Float[Tensor, "pos d_model"]
+    layer_starts: list[int]  # features of layer l are active[layer_starts[l]:layer_starts[l+1]]
+
+
+@torch.no_grad()
+def _find_sources(model: ReplacementModel, tokens: Tensor, run: LinearizedRun) -> _Sources:
+    tcs, n_layers = model.transcoders, model.cfg.n_layers
+    acts, errors = [], []
+    for layer in range(n_layers):
+        x = run.inputs[layer][0]
+        layer_acts = tcs.encode(layer, x)
+        layer_acts[model.zero_positions] = 0
+        tc = tcs[layer]
+        reconstruction = layer_acts @ tc.W_dec + tc.b_dec + tcs.skip(layer, x)
+        error = run.output_values[layer][0] - reconstruction.to(run.output_values[layer].dtype)
+        error[model.zero_positions] = 0
+        acts.append(layer_acts)
+        errors.append(error)
+    acts = torch.stack(acts)  # [n_layers, pos, d_transcoder]
+    active = acts.nonzero()  # row-major: (layer, pos, feature) order
+    if len(active) == 0:
+        raise ValueError(
+            "No transcoder feature is active on this prompt (position 0 is ignored): there "
+            "is no graph to build; try a longer prompt or check the transcoders."
+        )
+    layer, pos, feature = active.unbind(-1)
+    values = acts[layer, pos, feature]
+    encoders = torch.cat([tcs.encoder_vectors(i, feature[layer == i]) for i in range(n_layers)])
+    decoders = torch.cat([tcs.decoder_vectors(i, feature[layer == i]) for i in range(n_layers)])
+    counts = torch.bincount(layer, minlength=n_layers).tolist()
+    starts = [sum(counts[:i]) for i in range(n_layers + 1)]
+    token_vectors = model.W_E[tokens]
+    return _Sources(
+        active,
+        values,
+        encoders,
+        decoders * values[:, None],
+        torch.stack(errors),
+        token_vectors,
+        starts,
+    )
+
+
+def _gradient_rows(
+    model: ReplacementModel,
+    run: LinearizedRun,
+    final: Tensor,
+    sources: _Sources,
+    layers: Int[Tensor, " k"],
+    positions: Int[Tensor, " k"],
+    inject: Float[Tensor, "k d_model"],
+    dtype: torch.dtype,
+) -> Float[Tensor, "k n_columns"]:
+    """One backward pass: row ``i`` holds the direct effects of every feature, error and
+    token node on the node read by ``inject[i]`` at (``layers[i]``, ``positions[i]``)
+    (layer ``n_layers``: after ``ln_final``)."""
+    n_layers, n_pos = model.cfg.n_layers, len(sources.tokens)
+    n_features = len(sources.active)
+    batch = final.shape[0]
+    rows_of = torch.arange(len(layers), device=final.device)
+    outputs, grad_outputs = [], []
+    for layer in layers.unique().tolist():
+        tensor = final if layer == n_layers else run.inputs[layer]
+        mask = layers == layer
+        grad = torch.zeros_like(tensor)
+        grad[rows_of[mask], positions[mask]] = inject[mask].to(tensor.dtype)
+        outputs.append(tensor)
+        grad_outputs.append(grad)
+    sinks = [*run.outputs, run.embed[0]]
+    grads = torch.autograd.grad(outputs, sinks, grad_outputs, retain_graph=True, allow_unused=True)
+    rows = torch.zeros(batch, n_features + (n_layers + 1) * n_pos, dtype=dtype, device=final.device)
+    feature_pos = sources.active[:, 1]
+    for layer, grad in enumerate(grads[:n_layers]):
+        if grad is None:
+            continue
+        grad = grad.to(dtype)
+        start, end = sources.layer_starts[layer], sources.layer_starts[layer + 1]
+        step = max(1, _CHUNK // (batch * grad.shape[-1]))
+        for s in range(start, end, step):
+            e = min(s + step, end)
+            gathered = grad[:, feature_pos[s:e]]  # [batch, chunk, d_model]
+            rows[:, s:e] = torch.einsum("bfd,fd->bf", gathered, sources.decoders[s:e].to(dtype))
+        error_col = n_features + layer * n_pos
+        errors = sources.errors[layer].to(dtype)
+        rows[:, error_col : error_col + n_pos] = torch.einsum("bpd,pd->bp", grad, errors)
+    if grads[n_layers] is not None:
+        token_col = n_features + n_layers * n_pos
+        token_vectors = sources.tokens.to(dtype)
+        rows[:, token_col:] = torch.einsum("bpd,pd->bp", grads[n_layers].to(dtype), token_vectors)
+    return rows[: len(layers)]
+
+
+def _check_arguments(
+    max_n_logits: int, desired_logit_prob: float, batch_size: int, max_feature_nodes: int | None
+) -> None:
+    for name, value in (("max_n_logits", max_n_logits), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r}; it must be a positive int.")
+    if max_feature_nodes is not None and (
+        isinstance(max_feature_nodes, bool)
+        or not isinstance(max_feature_nodes, int)
+        or max_feature_nodes < 1
+    ):
+        raise ValueError(
+            f"max_feature_nodes={max_feature_nodes!r}; it must be a positive int (or None "
+            "for every active feature)."
+        )
+    if not 0.0 < desired_logit_prob <= 1.0:
+        raise ValueError(f"desired_logit_prob={desired_logit_prob!r}; it must be in (0, 1].")
+
+
+def attribute(
+    prompt: str | Tensor | list[int],
+    model: ReplacementModel,
+    *,
+    attribution_targets: Sequence[str] | Sequence[CustomTarget] | Tensor | None = None,
+    max_n_logits: int = 10,
+    desired_logit_prob: float = 0.95,
+    batch_size: int = 512,
+    max_feature_nodes: int | None = None,
+    verbose: bool = False,
+    update_interval: int = 4,
+) -> Graph:
+    """The attribution graph of ``prompt`` in ``model``'s local replacement model (see the
+    module docstring); ``batch_size`` rows a backward pass, at most ``max_feature_nodes``
+    feature rows held (re-ranked by partial influence when it cuts)."""
+    if not isinstance(model, ReplacementModel):
+        raise TypeError(
+            f"model must be a ReplacementModel (ReplacementModel.from_model(model, "
+            f"transcoders)); got {type(model).__name__}."
+        )
+    _check_arguments(max_n_logits, desired_logit_prob, batch_size, max_feature_nodes)
+    tokens = ensure_tokenized(prompt, model)
+    n_layers, n_pos = model.cfg.n_layers, len(tokens)
+    dtype = torch.promote_types(torch.float32, model.cfg.dtype)
+    with model.linearized() as run:
+        with torch.no_grad():
+            final = model.run_linearized(tokens[None])
+            logits = model.unembed(final[:, -1:])[0, -1]  # soft-capped, as the model's
+        sources = _find_sources(model, tokens, run)
+        targets = _logit_targets(
+            attribution_targets, logits, model, max_n_logits, desired_logit_prob
+        )
+        n_active, n_logits = len(sources.active), len(targets.targets)
+        n_visit = min(max_feature_nodes or n_active, n_active)
+        logger.info("%d active features; visiting %d, %d logits", n_active, n_visit, n_logits)
+        batch = min(batch_size, max(n_visit, n_logits))
+        final = model.run_linearized(tokens.expand(batch, -1))
+
+        logit_offset = n_active + (n_layers + 1) * n_pos
+        edge_rows = torch.zeros(n_visit + n_logits, logit_offset + n_logits, dtype=dtype)
+        row_to_node = torch.zeros(n_visit + n_logits, dtype=torch.long)
+
+        def compute(layers: Tensor, positions: Tensor, inject: Tensor, first_row: int) -> None:
+            rows = _gradient_rows(model, run, final, sources, layers, positions, inject, dtype)
+            edge_rows[first_row : first_row + len(rows), :logit_offset] = rows.cpu()
+
+        device = final.device
+        for start in range(0, n_logits, batch):
+            vectors = targets.vectors[start : start + batch]
+            k = len(vectors)
+            layers = torch.full((k,), n_layers, device=device)
+            compute(layers, torch.full((k,), n_pos - 1, device=device), vectors, start)
+            row_to_node[start : start + k] = torch.arange(start, start + k) + logit_offset
+
+        next_row, visited = n_logits, torch.zeros(n_active, dtype=torch.bool)
+        n_visited = 0
+        feature_layer, feature_pos = sources.active[:, 0], sources.active[:, 1]
+        progress = tqdm(total=n_visit, desc="Feature attribution", disable=not verbose)
+        while n_visited < n_visit:
+            if n_visit == n_active:
+                pending = torch.arange(n_active)
+            else:
+                influence = compute_partial_influences(
+                    edge_rows[:next_row], targets.probabilities, row_to_node[:next_row]
+                )
+                rank = torch.argsort(influence[:n_active], descending=True)
+                queue = min(update_interval * batch_size, n_visit - n_visited)
+                pending = rank[~visited[rank]][:queue]
+            for start in range(0, len(pending), batch):
+                chunk = pending[start : start + batch]
+                idx = chunk.to(device)
+                compute(feature_layer[idx], feature_pos[idx], sources.encoders[idx], next_row)
+                row_to_node[next_row : next_row + len(chunk)] = chunk
+                visited[chunk] = True
+                next_row += len(chunk)
+                n_visited += len(chunk)
+                progress.update(len(chunk))
+        progress.close()
+        run.outputs.clear(), run.inputs.clear(), run.embed.clear()  # frees the autograd graph
+
+    selected = torch.where(visited)[0]
+    if n_visit < n_active:
+        columns = torch.cat([selected, torch.arange(n_active, logit_offset + n_logits)])
+        edge_rows = edge_rows[:, columns]
+    edge_rows = edge_rows[row_to_node.argsort()]
+    n_nodes = edge_rows.shape[1]
+    adjacency = torch.zeros(n_nodes, n_nodes, dtype=dtype)
+    adjacency[:n_visit] = edge_rows[:n_visit]
+    adjacency[-n_logits:] = edge_rows[n_visit:]
+    return Graph(
+        input_string=_decode(model, tokens.cpu()),
+        input_tokens=tokens.cpu(),
+        logit_targets=targets.targets,
+        logit_probabilities=targets.probabilities.cpu(),
+        vocab_size=model.cfg.d_vocab,
+        active_features=sources.active.cpu(),
+        activation_values=sources.values.cpu(),
+        selected_features=selected,
+        adjacency_matrix=adjacency,
+        cfg=model.cfg,
+        scan=model.scan,
+    )

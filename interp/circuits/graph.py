@@ -1,0 +1,207 @@
+"""The attribution graph (circuit-tracer's ``Graph``), its pruning and its scores.
+
+Nodes, in order: the selected features (in active-feature order), one error node per layer
+and position (``layer * n_pos + pos``), one token node per position, then the logit targets.
+``adjacency_matrix[target, source]`` is the direct effect of ``source`` on ``target``.
+
+Example:
+    >>> node_mask, edge_mask, cumulative = prune_graph(graph, node_threshold=0.8)
+    >>> replacement, completeness = compute_graph_scores(graph)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+
+class LogitTarget(NamedTuple):
+    """One output node: the token's text and its vocabulary index."""
+
+    token_str: str
+    vocab_idx: int
+
+
+class Graph:
+    """An attribution graph, with circuit-tracer's fields (see the module docstring)."""
+
+    def __init__(
+        self,
+        input_string: str,
+        input_tokens: Int[Tensor, " pos"],
+        active_features: Int[Tensor, "n_active 3"],
+        adjacency_matrix: Float[Tensor, "nodes nodes"],
+        cfg: Any,
+        selected_features: Int[Tensor, " n_selected"],
+        activation_values: Float[Tensor, " n_active"],
+        logit_targets: list[LogitTarget],
+        logit_probabilities: Float[Tensor, " n_logits"],
+        scan: str | list[str] | None = None,
+        vocab_size: int | None = None,
+    ) -> None:
+        self.input_string = input_string
+        self.input_tokens = input_tokens
+        self.active_features = active_features
+        self.adjacency_matrix = adjacency_matrix
+        self.cfg = cfg
+        self.selected_features = selected_features
+        self.activation_values = activation_values
+        self.logit_targets = [LogitTarget(*target) for target in logit_targets]
+        self.logit_probabilities = logit_probabilities
+        self.scan = scan
+        self.vocab_size = vocab_size if vocab_size is not None else cfg.d_vocab
+        self.n_pos = len(input_tokens)
+
+    @property
+    def n_layers(self) -> int:
+        return self.cfg.n_layers
+
+    @property
+    def logit_token_ids(self) -> Int[Tensor, " n_logits"]:
+        return torch.tensor([target.vocab_idx for target in self.logit_targets], dtype=torch.long)
+
+    def to(self, device: str | torch.device) -> Graph:
+        self.adjacency_matrix = self.adjacency_matrix.to(device)
+        self.active_features = self.active_features.to(device)
+        self.logit_probabilities = self.logit_probabilities.to(device)
+        return self
+
+    def to_pt(self, path: str | Path) -> None:
+        """Save the graph (``Graph.from_pt`` reads it back)."""
+        fields = ("input_string", "input_tokens", "active_features", "adjacency_matrix", "cfg")
+        fields += ("selected_features", "activation_values", "logit_probabilities", "scan")
+        state = {name: getattr(self, name) for name in fields}
+        state["logit_targets"] = [tuple(target) for target in self.logit_targets]
+        state["vocab_size"] = self.vocab_size
+        torch.save(state, path)
+
+    @staticmethod
+    def from_pt(path: str | Path, map_location: str | torch.device = "cpu") -> Graph:
+        return Graph(**torch.load(path, weights_only=False, map_location=map_location))
+
+    def __repr__(self) -> str:
+        return (
+            f"Graph({len(self.selected_features)} of {len(self.active_features)} features, "
+            f"{self.n_pos} positions, {len(self.logit_targets)} logits)"
+        )
+
+
+def normalize_matrix(matrix: Float[Tensor, "rows cols"]) -> Float[Tensor, "rows cols"]:
+    """Absolute values, each row divided by its sum (rows of zeros stay zero)."""
+    absolute = matrix.abs()
+    return absolute / absolute.sum(dim=1, keepdim=True).clamp(min=1e-10)
+
+
+def compute_influence(
+    matrix: Float[Tensor, "n n"], logit_weights: Float[Tensor, " n"], max_iter: int = 1000
+) -> Float[Tensor, " n"]:
+    """``w A + w A^2 + ...`` (the graph is acyclic, so the series ends)."""
+    current = logit_weights @ matrix
+    influence = current
+    for _ in range(max_iter):
+        if not current.any():
+            return influence
+        current = current @ matrix
+        influence += current
+    raise RuntimeError(f"Influence did not converge in {max_iter} steps: is the graph cyclic?")
+
+
+def _logit_weights(graph: Graph) -> Float[Tensor, " n"]:
+    weights = torch.zeros(graph.adjacency_matrix.shape[0], device=graph.adjacency_matrix.device)
+    weights[-len(graph.logit_targets) :] = graph.logit_probabilities
+    return weights
+
+
+def _threshold(scores: Float[Tensor, " n"], fraction: float) -> Tensor:
+    """The smallest score among the top ones that hold ``fraction`` of the total."""
+    ordered = torch.sort(scores, descending=True).values
+    cumulative = torch.cumsum(ordered, dim=0) / torch.sum(ordered)
+    index = min(int(torch.searchsorted(cumulative, fraction).item()), len(cumulative) - 1)
+    return ordered[index]
+
+
+class PruneResult(NamedTuple):
+    node_mask: Bool[Tensor, " n"]
+    edge_mask: Bool[Tensor, "n n"]
+    cumulative_scores: Float[Tensor, " n"]
+
+
+def prune_graph(
+    graph: Graph, node_threshold: float = 0.8, edge_threshold: float = 0.98
+) -> PruneResult:
+    """Keep the nodes, then the edges, that carry ``node_threshold`` / ``edge_threshold`` of
+    the influence on the logits; tokens and logits are always kept, and features or errors
+    left without outgoing (features: or incoming) edges are dropped until none is."""
+    for name, value in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name}={value!r}; it must be between 0.0 and 1.0.")
+    n_kept_always = len(graph.logit_targets) + graph.n_pos  # tokens and logits
+    n_features = len(graph.selected_features)
+    weights = _logit_weights(graph)
+    node_influence = compute_influence(normalize_matrix(graph.adjacency_matrix), weights)
+    node_mask = node_influence >= _threshold(node_influence, node_threshold)
+    node_mask[-n_kept_always:] = True
+
+    pruned = graph.adjacency_matrix.clone()
+    pruned[~node_mask] = 0
+    pruned[:, ~node_mask] = 0
+    normalized = normalize_matrix(pruned)
+    edge_influence = compute_influence(normalized, weights) + weights
+    edge_scores = normalized * edge_influence[:, None]
+    edge_mask = edge_scores >= _threshold(edge_scores.flatten(), edge_threshold)
+
+    previous = None
+    while previous is None or not torch.equal(node_mask, previous):
+        previous = node_mask.clone()
+        edge_mask[~node_mask] = False
+        edge_mask[:, ~node_mask] = False
+        node_mask[:-n_kept_always] &= edge_mask[:, :-n_kept_always].any(0)  # has a target
+        node_mask[:n_features] &= edge_mask[:n_features].any(1)  # has a source
+    ordered, order = torch.sort(node_influence, descending=True)
+    cumulative = torch.zeros_like(node_influence)
+    cumulative[order] = torch.cumsum(ordered, dim=0) / torch.sum(ordered)
+    return PruneResult(node_mask, edge_mask, cumulative)
+
+
+def compute_graph_scores(graph: Graph) -> tuple[float, float]:
+    """(replacement score, completeness score): the share of the tokens' influence on the
+    logits that does not pass through error nodes, and the influence-weighted share of every
+    node's inputs that come from features or tokens rather than errors."""
+    error_start = len(graph.selected_features)
+    error_end = error_start + graph.n_pos * graph.n_layers
+    token_end = error_end + graph.n_pos
+    weights = _logit_weights(graph)
+    normalized = normalize_matrix(graph.adjacency_matrix)
+    influence = compute_influence(normalized, weights)
+    token_influence = influence[error_end:token_end].sum()
+    error_influence = influence[error_start:error_end].sum()
+    replacement = token_influence / (token_influence + error_influence)
+    non_error = 1 - normalized[:, error_start:error_end].sum(dim=-1)
+    output_influence = influence + weights
+    completeness = (non_error * output_influence).sum() / output_influence.sum()
+    return replacement.item(), completeness.item()
+
+
+def compute_partial_influences(
+    edge_rows: Float[Tensor, "rows nodes"],
+    logit_probabilities: Float[Tensor, " n_logits"],
+    row_to_node: Int[Tensor, " rows"],
+    max_iter: int = 128,
+) -> Float[Tensor, " nodes"]:
+    """Every node's influence on the logits through the rows computed so far (each row is
+    the node ``row_to_node[row]``); ranks which features to visit next."""
+    normalized = edge_rows.abs()
+    normalized /= normalized.sum(dim=1, keepdim=True).clamp(min=1e-8)
+    influence = torch.zeros(edge_rows.shape[1], device=edge_rows.device)
+    current = torch.zeros(edge_rows.shape[1], device=edge_rows.device)
+    current[-len(logit_probabilities) :] = logit_probabilities
+    for _ in range(max_iter):
+        current = current[row_to_node] @ normalized
+        if not current.any():
+            return influence
+        influence += current
+    raise RuntimeError(f"Partial influences did not converge in {max_iter} steps.")

@@ -1,0 +1,210 @@
+"""The local replacement model: a HookedTransformer whose MLPs are read through transcoders,
+frozen for one prompt so that it is linear in its residual stream (circuit-tracer's
+``ReplacementModel``, without copying or changing the wrapped model).
+
+Frozen while attributing (and only then, inside ``replacement.linearized()``): every
+attention pattern, every norm's scale (``ln1``, ``ln2``, ``ln1_post``, ``ln2_post``,
+``ln_final``), every parameter; at each transcoder output hook the activation becomes
+``skip(x) + (out - skip(x)).detach()``, so the skip connection is the only gradient path
+through an MLP. The gradient starts at ``hook_embed``.
+
+Example:
+    >>> replacement = ReplacementModel.from_model(model, load_transcoders("tc_folder"))
+    >>> graph = attribute("The capital of France is", replacement)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from interp.circuits.transcoders import TranscoderSet, load_transcoders
+
+MLP_HOOKS = ("mlp.hook_in", "mlp.hook_out")  # circuit-tracer's names: the MLP's input, output
+
+
+@dataclass
+class LinearizedRun:
+    """What one frozen forward recorded: the transcoders' inputs and outputs (in the autograd
+    graph), the embedding leaf, and the outputs' values before the skip substitution."""
+
+    inputs: list[Tensor | None]
+    outputs: list[Tensor | None]
+    output_values: list[Tensor | None]
+    embed: list[Tensor] = field(default_factory=list)
+
+
+class ReplacementModel:
+    """A HookedTransformer (loaded without weight processing) with a transcoder set.
+
+    Attribute access falls through to the model (``cfg``, ``tokenizer``, ``W_E``, ...).
+    """
+
+    def __init__(self, model: nn.Module, transcoders: TranscoderSet) -> None:
+        self.model = model
+        self.transcoders = transcoders
+        self._check()
+        gemma_3_it = "gemma-3" in str(model.cfg.model_name) and str(model.cfg.model_name).endswith(
+            "-it"
+        )
+        self.zero_positions = slice(0, 4) if gemma_3_it else slice(0, 1)
+
+    @classmethod
+    def from_model(
+        cls, model: nn.Module, transcoders: TranscoderSet | str | Path | list
+    ) -> ReplacementModel:
+        """Wrap ``model`` (nothing copied, nothing changed) with ``transcoders`` (a set, or
+        what ``load_transcoders`` reads), moved to the model's device and dtype."""
+        if not isinstance(transcoders, TranscoderSet):
+            transcoders = load_transcoders(transcoders)
+        transcoders.to(model.cfg.device, model.cfg.dtype)
+        return cls(model, transcoders)
+
+    @classmethod
+    def from_pretrained(
+        cls, name_or_folder: str, transcoders: TranscoderSet | str | Path | list, **kwargs: Any
+    ) -> ReplacementModel:
+        """Load ``name_or_folder`` with ``HookedTransformer.from_pretrained_no_processing``
+        (circuit-tracer loads without folding or centring too), then ``from_model``."""
+        from interp import HookedTransformer
+
+        model = HookedTransformer.from_pretrained_no_processing(name_or_folder, **kwargs)
+        return cls.from_model(model, transcoders)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("model", "transcoders"):  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.model(*args, **kwargs)
+
+    @property
+    def feature_input_hook(self) -> str:
+        return self.transcoders.feature_input_hook
+
+    @property
+    def feature_output_hook(self) -> str:
+        return self.transcoders.feature_output_hook
+
+    @property
+    def scan(self) -> str | list[str] | None:
+        return self.transcoders.scan
+
+    @property
+    def skip_transcoder(self) -> bool:
+        return self.transcoders.skip_connection
+
+    # --------------------------------------------------------------------- checks
+    def _check(self) -> None:
+        cfg, tcs = self.model.cfg, self.transcoders
+        if cfg.attn_only:
+            raise ValueError("An attention-only model has no MLPs for transcoders to replace.")
+        if tcs.n_layers != cfg.n_layers:
+            raise ValueError(
+                f"The transcoder set has {tcs.n_layers} layers but the model has "
+                f"{cfg.n_layers}; use one transcoder a layer, for this model."
+            )
+        for layer, tc in enumerate(tcs):
+            if tc.cfg.d_in != cfg.d_model or tc.cfg.output_width != cfg.d_model:
+                raise ValueError(
+                    f"Layer {layer}'s transcoder maps width {tc.cfg.d_in} -> "
+                    f"{tc.cfg.output_width}, but the model's d_model is {cfg.d_model}: these "
+                    "transcoders are for another model."
+                )
+        names = set(self.model.hook_dict)
+        for hook in (tcs.feature_input_hook, tcs.feature_output_hook):
+            if hook not in MLP_HOOKS and f"blocks.0.{hook}" not in names:
+                raise ValueError(
+                    f"Transcoder hook {hook!r} is not a hook point of the model's blocks (e.g. "
+                    f"'ln2.hook_normalized', 'hook_mlp_out') nor one of {MLP_HOOKS}."
+                )
+        if tcs.feature_output_hook not in ("hook_mlp_out", "mlp.hook_out"):
+            raise ValueError(
+                f"feature_output_hook={tcs.feature_output_hook!r}: a transcoder replaces an "
+                "MLP, so it writes 'hook_mlp_out' or 'mlp.hook_out'."
+            )
+
+    # ------------------------------------------------------------------- the run
+    @contextlib.contextmanager
+    def linearized(self) -> Iterator[LinearizedRun]:
+        """Within the block, forwards of ``self.model`` run the frozen local replacement
+        model and record a ``LinearizedRun``; afterwards the model is as it was (hooks
+        removed, ``requires_grad`` flags restored)."""
+        n_layers = self.model.cfg.n_layers
+        run = LinearizedRun([None] * n_layers, [None] * n_layers, [None] * n_layers)
+        flags = [(param, param.requires_grad) for param in self.model.parameters()]
+        handles: list[Any] = []
+        try:
+            for param, _ in flags:
+                param.requires_grad_(False)
+            fwd_hooks = self._freezing_hooks(run)
+            for layer in range(n_layers):
+                fwd_hooks += self._transcoder_hooks(run, layer, handles)
+            with torch.enable_grad(), self.model.hooks(fwd_hooks=fwd_hooks):
+                yield run
+        finally:
+            for handle in handles:
+                handle.remove()
+            for param, flag in flags:
+                param.requires_grad_(flag)
+
+    def _freezing_hooks(self, run: LinearizedRun) -> list[tuple[str, Callable]]:
+        def detach(activation: Tensor, hook: Any) -> Tensor:
+            return activation.detach()
+
+        def start_gradient(activation: Tensor, hook: Any) -> Tensor:
+            leaf = activation.detach().requires_grad_(True)
+            run.embed[:] = [leaf]
+            return leaf
+
+        frozen = [
+            name
+            for name in self.model.hook_dict
+            if name.endswith("attn.hook_pattern") or name.endswith("hook_scale")
+        ]
+        return [("hook_embed", start_gradient)] + [(name, detach) for name in frozen]
+
+    def _transcoder_hooks(
+        self, run: LinearizedRun, layer: int, handles: list[Any]
+    ) -> list[tuple[str, Callable]]:
+        """Record layer ``layer``'s transcoder input; replace its output by the skip path
+        plus a detached remainder. ``mlp.hook_*`` use torch hooks on the MLP module."""
+
+        def record_input(activation: Tensor, hook: Any = None) -> None:
+            run.inputs[layer] = activation
+
+        def replace_output(activation: Tensor, hook: Any = None) -> Tensor:
+            if self.transcoders.skip_connection:
+                skip = self.transcoders.skip(layer, run.inputs[layer]).to(activation.dtype)
+                replaced = skip + (activation - skip).detach()
+            else:  # no gradient path through the MLP: the output is where gradients end
+                replaced = activation.detach().requires_grad_(True)
+            run.outputs[layer], run.output_values[layer] = replaced, activation.detach()
+            return replaced
+
+        hooks: list[tuple[str, Callable]] = []
+        mlp = self.model.blocks[layer].mlp
+        if self.feature_input_hook == "mlp.hook_in":
+            handles.append(mlp.register_forward_pre_hook(lambda m, args: record_input(args[0])))
+        else:
+            hooks.append((f"blocks.{layer}.{self.feature_input_hook}", record_input))
+        if self.feature_output_hook == "mlp.hook_out":
+            handles.append(mlp.register_forward_hook(lambda m, a, out: replace_output(out)))
+        else:
+            hooks.append((f"blocks.{layer}.{self.feature_output_hook}", replace_output))
+        return hooks
+
+    def run_linearized(
+        self, tokens: Int[Tensor, "batch pos"]
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """One frozen forward (inside ``linearized()``): the final norm's output."""
+        residual = self.model(tokens, stop_at_layer=self.model.cfg.n_layers)
+        return self.model.ln_final(residual)
