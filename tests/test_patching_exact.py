@@ -263,3 +263,6 @@ def test_batched_path_patching_is_within_float32_rounding(model, threads):
     bound = float32_bound(model, clean_logits, corrupted_logits, metric)
     deviation = (batched - exact).abs().max().item()
     assert deviation <= bound, (deviation, bound)
+    # Senders in or after the receivers' layer cannot reach them: exactly the unpatched 0.
+    after = batched[8:].as_subclass(torch.Tensor)
+    assert torch.equal(after, torch.zeros_like(after))

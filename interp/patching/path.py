@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from interp.patching.checks import check_same_shape
 from interp.patching.evaluation import MetricEvaluator
-from interp.patching.exact import loop_metric_value
+from interp.patching.exact import loop_metric_value, unpatched_metric_value
 from interp.patching.results import LabelledTensor, label_result
 
 Head = tuple[int, int]
@@ -138,10 +138,13 @@ def path_patch_runs(
     outputs) come from ``orig_cache`` when given (e.g. ``model.run_with_cache(orig_tokens)``,
     as ARENA's functions take it), else from one run of ``orig_tokens`` here.
 
-    Batches of sender sets round differently from one set at a time. With ``exact=True``
-    each set runs alone, each step one forward pass of ``orig_tokens`` as given with its
-    hooks, and the metric gets the full logits: the results equal such a hand-written loop
-    (``run_with_hooks`` per step, the same ``orig_cache``) bit for bit.
+    A set none of whose senders can change what a receiver reads (its new outputs equal its
+    orig ones, or no receiver reads its layer) scores the unpatched metric, from a plain
+    forward of ``orig_tokens``. Batches of sender sets round differently from one set at a
+    time. With ``exact=True`` each set runs alone, each step one forward pass of
+    ``orig_tokens`` as given with its hooks, and the metric gets the full logits: the results
+    equal such a hand-written loop (``run_with_hooks`` per step, the same ``orig_cache``) bit
+    for bit.
 
     Example:
         >>> path_patch_runs(model, clean_tokens, corrupted_cache, metric,
@@ -174,12 +177,32 @@ def path_patch_runs(
     evaluator = None
     if not exact:
         evaluator = MetricEvaluator(model, patching_metric, metric_positions, orig[final_name])
+    results = torch.empty(len(sender_sets), device=model.device)
+    live = list(range(len(sender_sets)))
+    if not exact:  # sets that cannot change what a receiver reads score the orig run
+        parallel = model.cfg.parallel_attn_mlp
+        live = [
+            i
+            for i, senders in enumerate(sender_sets)
+            if any(
+                _sender_reaches(
+                    sender, new_cache, orig, head_inputs, mlp_layers, resid_end, parallel
+                )
+                for sender in senders
+            )
+        ]
+        if len(live) < len(sender_sets):
+            unchanged = sorted(set(range(len(sender_sets))) - set(live))
+            results[unchanged] = unpatched_metric_value(
+                model, tokens, patching_metric, metric_positions
+            )
     runs_per_batch = 1 if exact else max(1, max_batch_size // n_prompts)
-    results = []
     bar = tqdm(total=len(sender_sets), desc="path patching", disable=not progress)
+    bar.update(len(sender_sets) - len(live))
     with torch.no_grad(), _receiver_hook_points(model, bool(head_inputs), bool(mlp_layers)):
-        for first in range(0, len(sender_sets), runs_per_batch):
-            batch = sender_sets[first : first + runs_per_batch]
+        for first in range(0, len(live), runs_per_batch):
+            numbers = live[first : first + runs_per_batch]
+            batch = [sender_sets[i] for i in numbers]
             n_runs = len(batch)
             repeated = tokens if n_runs == 1 else tokens.repeat(n_runs, 1)
 
@@ -207,12 +230,35 @@ def path_patch_runs(
                 with model.hooks(fwd_hooks=step2_hooks):
                     output = _final_output(model, repeated, exact)
             if exact:
-                results.append(loop_metric_value(patching_metric, output, metric_positions)[None])
+                results[numbers] = loop_metric_value(patching_metric, output, metric_positions)
             else:
-                results.append(evaluator.evaluate(evaluator.read(output)))
+                results[numbers] = evaluator.evaluate(evaluator.read(output))
             bar.update(n_runs)
     bar.close()
-    return torch.cat(results) if results else torch.empty(0, device=model.device)
+    return results
+
+
+def _sender_reaches(
+    sender: Head,
+    new_cache: Any,
+    orig: dict[str, Tensor],
+    head_inputs: dict[tuple[int, str], list[int]],
+    mlp_layers: list[int],
+    resid_end: bool,
+    parallel: bool,
+) -> bool:
+    """Whether patching ``sender`` can change what some receiver reads: its new output
+    differs from its orig one (bit for bit), and a receiver reads it (a head input in a
+    later layer, an MLP in its layer or after, unless parallel, or the final residual)."""
+    layer, head = sender
+    name = f"blocks.{layer}.attn.hook_z"
+    if torch.equal(new_cache[name][:, :, head].to(orig[name]), orig[name][:, :, head]):
+        return False
+    return (
+        resid_end
+        or any(receiver_layer > layer for receiver_layer, _ in head_inputs)
+        or any(mlp > layer or (mlp == layer and not parallel) for mlp in mlp_layers)
+    )
 
 
 def _orig_activations(
