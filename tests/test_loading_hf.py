@@ -262,12 +262,15 @@ def test_unsupported_architectures_list_the_supported_ones(tmp_path, config):
         described = "model_type 't5'"
     with pytest.raises(ValueError) as error:
         HookedTransformer.from_pretrained_no_processing(tmp_path)
+    from interp.loading.families import SUPPORTED_ARCHITECTURES
+
     assert str(error.value) == (
         f"This checkpoint is a {described} model, which interp cannot load. Supported "
-        "architectures: GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, "
-        "Gemma3ForCausalLM, Gemma3ForConditionalGeneration."
+        f"architectures: {', '.join(SUPPORTED_ARCHITECTURES)}."
     )
+    for name in ["GPT2LMHeadModel", "LlamaForCausalLM", "Gemma3ForConditionalGeneration",
+                 "GemmaForCausalLM", "OPTForCausalLM", "GPTJForCausalLM"]:  # fmt: skip
+        assert name in SUPPORTED_ARCHITECTURES
 
 
 def rewrite_weights(folder: Path, edit) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float
@@ -51,10 +53,20 @@ def gelu_tanh(x: Tensor) -> Tensor:
     return F.gelu(x, approximate="tanh")
 
 
+def gelu_new(x: Tensor) -> Tensor:
+    """GPT-2's "gelu_new" (GELU's tanh approximation): the fused kernel in float32 and
+    float64; in half precision Hugging Face's (and TransformerLens's) formula, op by op, so a
+    bf16 model rounds as theirs does (GPT-J, GPT-Neo, Phi)."""
+    if x.dtype in (torch.float32, torch.float64):
+        return F.gelu(x, approximate="tanh")
+    inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+    return 0.5 * x * (1.0 + torch.tanh(inner))
+
+
 # The model's activations by config name: fused PyTorch kernels where one computes the same
 # function (``interp.utils.activations`` has TransformerLens's own formulas).
 ACTIVATIONS = {
-    "gelu_new": gelu_tanh,
+    "gelu_new": gelu_new,
     "gelu_pytorch_tanh": gelu_tanh,
     "gelu": F.gelu,  # exact (erf), GPT-NeoX's
     "relu": F.relu,

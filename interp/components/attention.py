@@ -204,7 +204,9 @@ class Attention(nn.Module):
         if past_kv_cache_entry is not None:
             k, v = past_kv_cache_entry.extend(k, v)
 
-        if self.uses_fused_path() and additive_attention_mask is None:
+        # GPT-Neo's half-precision scores are float32 (cfg.attn_scores_float32): explicit only.
+        upcast = self.cfg.attn_scores_float32 and q.dtype in (torch.float16, torch.bfloat16)
+        if self.uses_fused_path() and additive_attention_mask is None and not upcast:
             z = self.fast_attention(q, k, v, key_padding_mask, allowed_keys)
         else:
             mask = allowed_keys
@@ -311,7 +313,7 @@ class Attention(nn.Module):
     ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
         """Scores (divided by ``attn_scale``, soft-capped, masked, plus ``additive_mask``)
         and pattern as tensors that hooks can read and overwrite; the softmax runs in
-        float32.
+        float32 (and the scores too with ``cfg.attn_scores_float32``).
 
         The matmuls run head-major, [n_heads, batch, ...], the layout ``project`` produces, so
         they read q, k and v without copies; hooks see [batch, n_heads, ...] views of it.
@@ -319,6 +321,8 @@ class Attention(nn.Module):
         if self.grouped:  # each key/value head serves n_heads / n_key_value_heads queries
             repeats = self.cfg.n_heads // self.n_key_value_heads
             k, v = k.repeat_interleave(repeats, dim=2), v.repeat_interleave(repeats, dim=2)
+        if self.cfg.attn_scores_float32:  # half-precision q and k scored in float32 (GPT-Neo)
+            q, k = q.float(), k.float()
         scores = torch.matmul(q.permute(2, 0, 1, 3), k.permute(2, 0, 3, 1)).transpose(0, 1)
         scores = scores.div_(self.cfg.attn_scale)
         cap = self.cfg.attn_scores_soft_cap

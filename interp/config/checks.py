@@ -88,6 +88,7 @@ _BOOLS = tuple(
     "use_NTK_by_parts_rope",
     "use_qk_norm",
     "rmsnorm_uses_offset",
+    "attn_scores_float32",
 )
 
 

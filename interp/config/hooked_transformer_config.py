@@ -164,6 +164,9 @@ class HookedTransformerConfig:
     rmsnorm_uses_offset: bool = False  # RMS norms scale by 1 + w (Gemma), in float32
     # interp's own: torch's scaled_dot_product_attention when no score/pattern hook is active.
     use_fast_attention: bool = True
+    # interp's own: half-precision queries and keys are scored in float32 (GPT-Neo's, as
+    # Hugging Face computes them), on the explicit attention path.
+    attn_scores_float32: bool = False
     init_range: float = 0.02  # weights ~ N(0, init_range) at initialisation
     # Free-form facts about where the weights came from (not used by the forward pass).
     extra: dict[str, Any] = field(default_factory=dict)

@@ -12,12 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from interp.loading.families.base import Family, Row, iter_tensors
-from interp.loading.families.gemma import GEMMA2, GEMMA3
+from interp.loading.families.gemma import GEMMA, GEMMA2, GEMMA3
+from interp.loading.families.gpt_neo import GPT_NEO
+from interp.loading.families.gptj import GPTJ
 from interp.loading.families.llama import LLAMA, MISTRAL
 from interp.loading.families.neox import NEOX
+from interp.loading.families.opt import OPT
+from interp.loading.families.phi import PHI
 from interp.loading.families.qwen import QWEN2, QWEN3
 
-FAMILIES = (NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA2, GEMMA3)
+FAMILIES = (
+    NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, GEMMA3, OPT, GPT_NEO, GPTJ, PHI,
+)  # fmt: skip
 GPT2_ARCHITECTURES = ("GPT2LMHeadModel",)
 SUPPORTED_ARCHITECTURES = GPT2_ARCHITECTURES + tuple(
     architecture for family in FAMILIES for architecture in family.architectures

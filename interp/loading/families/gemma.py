@@ -1,6 +1,9 @@
-"""Gemma 2 and Gemma 3 (the text model, also inside a ``Gemma3ForConditionalGeneration``).
+"""Gemma 1, Gemma 2 and Gemma 3 (the text model, also inside a
+``Gemma3ForConditionalGeneration``).
 
-Both: RMS norms scaling by ``1 + w`` (``rmsnorm_uses_offset``: the checkpoint's ``w`` loads
+Gemma 1 is Llama's layout with Gemma's norms (``1 + w``), scaled embedding and GeGLU, tied
+embeddings and no sliding window or sandwich norms. Gemma 2 and 3: RMS norms scaling by
+``1 + w`` (``rmsnorm_uses_offset``: the checkpoint's ``w`` loads
 as it is and the norm adds 1 in float32, as Hugging Face does, so bf16 models round as its
 do), the embedding scaled by ``sqrt(d_model)`` (folded into ``W_E`` at load, as
 TransformerLens does, rounded as Hugging Face rounds it), sandwich norms, GeGLU, GQA, a
@@ -48,6 +51,22 @@ _COMMON_DEFAULTS = dict(
     query_pre_attn_scalar=256,
     sliding_window=4096,
 )
+# GemmaConfig's defaults (transformers 5), for fields a config.json leaves out.
+GEMMA_DEFAULTS = dict(
+    vocab_size=256000,
+    hidden_size=3072,
+    intermediate_size=24576,
+    num_hidden_layers=28,
+    num_attention_heads=16,
+    num_key_value_heads=16,
+    head_dim=256,
+    hidden_act="gelu_pytorch_tanh",
+    max_position_embeddings=8192,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+    rope_theta=10000.0,
+    attention_bias=False,
+)
 # Gemma2Config's / Gemma3TextConfig's defaults (transformers 5), for fields a config.json
 # leaves out (Gemma 3's multimodal checkpoints rely on them for most text-model fields).
 GEMMA2_DEFAULTS = _COMMON_DEFAULTS | dict(
@@ -67,6 +86,19 @@ GEMMA3_DEFAULTS = _COMMON_DEFAULTS | dict(
     sliding_window_pattern=6,
     use_bidirectional_attention=False,
 )
+
+
+def gemma_config(values: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 1: Llama's fields with Gemma's norms. Its released configs say ``hidden_act:
+    "gelu"``, which Hugging Face reads as the tanh approximation (``gelu_pytorch_tanh``)."""
+    if flag(values, "use_bidirectional_attention"):
+        raise ValueError(
+            "field 'use_bidirectional_attention' is true (an embedding model); interp loads "
+            "causal language models only."
+        )
+    if values.get("hidden_act") == "gelu":
+        values = values | dict(hidden_act="gelu_pytorch_tanh")
+    return llama_like_config(values) | dict(rmsnorm_uses_offset=True)
 
 
 def _gemma_config(values: dict[str, Any], sliding: list[bool]) -> dict[str, Any]:
@@ -128,6 +160,14 @@ def gemma_table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Ro
     return llama_like_table(cfg, qkv_bias=bias, o_bias=bias, gemma=True)
 
 
+GEMMA = Family(
+    name="Gemma",
+    architectures=("GemmaForCausalLM",),
+    model_types=("gemma",),
+    defaults=GEMMA_DEFAULTS,
+    config=gemma_config,
+    table=gemma_table,
+)
 GEMMA2 = Family(
     name="Gemma 2",
     architectures=("Gemma2ForCausalLM",),

@@ -1,0 +1,242 @@
+"""The second group of dense families against Hugging Face itself: Gemma 1, OPT, GPT-Neo,
+GPT-J and Phi, as random-weight tiny models built here with each hard part biting (OPT's
+position offset, GPT-Neo's unscaled scores and a local window shorter than the prompt,
+GPT-J's adjacent-pair partial rotary and shared norm, Phi's partial rotate-half rotary and
+dense biases, Gemma's MQA and legacy ``gelu``), saved with save_pretrained and loaded with
+``from_pretrained_no_processing``: fp32 logits within 1e-4 of Hugging Face's eager and sdpa
+attention (where it has sdpa), patterns equal to ``output_attentions``, bf16 logits as close
+to Hugging Face's bf16 as those are to fp32, KV-cache and left-padded greedy generation
+equal to ``generate``, ``from_pretrained``'s processing keeping the logits, TransformerLens's
+hook names and ``interp hooks``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from interp import HookedTransformer
+from interp.cli import main
+from tests.test_cli_families import word_tokenizer
+from tests.test_families_parity import SMALL, VOCAB, Case, hugging_face, randomize, tokens
+from tests.test_generation_families import N_NEW, PROMPT_LENGTHS, ours, padded_prompts, theirs
+from tests.tolerances import logits_bound, model_error_bound, within_contract
+
+SMALL_GPT = dict(vocab_size=VOCAB, max_position_embeddings=64)
+
+
+def gemma(**kwargs) -> transformers.GemmaForCausalLM:
+    return transformers.GemmaForCausalLM(transformers.GemmaConfig(**SMALL, **kwargs))
+
+
+def opt(**kwargs) -> transformers.OPTForCausalLM:
+    fields = dict(hidden_size=64, ffn_dim=96, num_hidden_layers=2, num_attention_heads=4)
+    return transformers.OPTForCausalLM(transformers.OPTConfig(**SMALL_GPT, **fields, **kwargs))
+
+
+def gpt_neo(**kwargs) -> transformers.GPTNeoForCausalLM:
+    fields = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=96)
+    config = transformers.GPTNeoConfig(**SMALL_GPT, **fields, **kwargs)
+    return transformers.GPTNeoForCausalLM(config)
+
+
+def gptj(**kwargs) -> transformers.GPTJForCausalLM:
+    fields = dict(vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4, n_inner=96)
+    return transformers.GPTJForCausalLM(transformers.GPTJConfig(**fields, **kwargs))
+
+
+def phi(**kwargs) -> transformers.PhiForCausalLM:
+    return transformers.PhiForCausalLM(transformers.PhiConfig(**SMALL, **kwargs))
+
+
+NEO_LOCAL_SECOND = [[["global", "local"], 1]]
+CASES = {
+    "gemma-mqa-tied-legacy-gelu": Case(
+        lambda: gemma(num_key_value_heads=1, head_dim=32, hidden_act="gelu")
+    ),
+    "gemma-mha-untied": Case(
+        lambda: gemma(num_key_value_heads=4, head_dim=16, tie_word_embeddings=False)
+    ),
+    "opt-biases-tied": Case(lambda: opt()),
+    "opt-no-biases-untied-gelu": Case(
+        lambda: opt(enable_bias=False, tie_word_embeddings=False, activation_function="gelu")
+    ),
+    "gpt-neo-window-3": Case(
+        lambda: gpt_neo(attention_types=NEO_LOCAL_SECOND, window_size=3), sdpa=False
+    ),
+    "gpt-neo-local-first-untied": Case(
+        lambda: gpt_neo(
+            attention_types=[[["local", "global"], 1]], window_size=5, tie_word_embeddings=False
+        ),
+        sdpa=False,
+    ),
+    "gptj-rotary-quarter": Case(lambda: gptj(rotary_dim=4)),
+    "gptj-full-rotary-tied": Case(lambda: gptj(rotary_dim=16, tie_word_embeddings=True)),
+    "phi-partial-0.4": Case(lambda: phi(partial_rotary_factor=0.4)),
+    "phi-gqa2-linear-rope": Case(
+        lambda: phi(
+            num_key_value_heads=2,
+            rope_parameters=dict(
+                rope_type="linear", rope_theta=500.0, factor=4.0, partial_rotary_factor=0.5
+            ),
+        )
+    ),
+}
+
+
+def saved(folder: Path | str, case: str) -> transformers.PreTrainedModel:
+    """Case ``case``'s Hugging Face model (seed 0, then ``randomize``d), in eval mode, saved."""
+    torch.manual_seed(0)
+    hf_model = CASES[case].make().eval()
+    randomize(hf_model, CASES[case].weight_std)
+    hf_model.save_pretrained(folder)
+    return hf_model
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def loaded(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    hf_model = saved(folder, request.param)
+    model = HookedTransformer.from_pretrained_no_processing(folder, tokenizer=None).eval()
+    return CASES[request.param], type(hf_model), folder, model
+
+
+def test_logits_and_patterns_equal_hugging_face(loaded):
+    case, hf_class, folder, model = loaded
+    eager = hugging_face(hf_class, folder, "eager")
+    with torch.no_grad():
+        logits = model(tokens())  # fused attention (no hooks)
+        hooked_logits, cache = model.run_with_cache(tokens())  # explicit attention
+    bound = logits_bound(model.cfg, eager.logits)
+    assert (logits - eager.logits).abs().max() <= bound
+    assert (hooked_logits - eager.logits).abs().max() <= bound
+    for layer, hf_pattern in enumerate(eager.attentions):
+        # A probability moves by at most twice its scores' error.
+        scores = cache["attn_scores", layer][cache["attn_scores", layer].isfinite()]
+        pattern_bound = model_error_bound(model.cfg, 2 * scores.abs().max())
+        assert (cache["pattern", layer] - hf_pattern).abs().max() <= pattern_bound, layer
+    if case.sdpa:
+        sdpa = hugging_face(hf_class, folder, "sdpa")
+        assert (logits - sdpa.logits).abs().max() <= bound
+        assert (hooked_logits - sdpa.logits).abs().max() <= bound
+
+
+def test_hard_parts_bite(loaded):
+    """Each case exercises what it claims: a window shorter than the prompt masks keys, the
+    shared norm is loaded twice, partial rotary leaves dimensions unrotated."""
+    _, hf_class, _, model = loaded
+    cfg = model.cfg
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens())
+    if cfg.use_local_attn:
+        local = cfg.attn_types.index("local")
+        assert cfg.window_size < tokens().shape[1]
+        assert (cache["pattern", local][..., -1, : -cfg.window_size] == 0).all()
+        assert (cache["pattern", 1 - local][..., -1, : -cfg.window_size] > 0).all()
+        assert not cfg.use_attn_scale and cfg.attn_scale == 1.0
+    if cfg.parallel_attn_mlp:
+        assert torch.equal(model.blocks[0].ln1.w, model.blocks[0].ln2.w)
+    if cfg.positional_embedding_type == "rotary" and cfg.rotary_dim < cfg.d_head:
+        q, rot_q = cache["blocks.0.attn.hook_q"], cache["blocks.0.attn.hook_rot_q"]
+        assert torch.equal(q[..., cfg.rotary_dim :], rot_q[..., cfg.rotary_dim :])
+        assert not torch.equal(q[:, 1:, :, : cfg.rotary_dim], rot_q[:, 1:, :, : cfg.rotary_dim])
+    if hf_class is transformers.OPTForCausalLM:  # positions start at row 2 of the table
+        hf_model = hf_class.from_pretrained(loaded[2])
+        table = hf_model.model.decoder.embed_positions.weight
+        assert torch.equal(model.W_pos, table[2:])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bf16_checkpoint_equals_hugging_face_bf16(tmp_path, case):
+    """A bf16 checkpoint in bf16: our logits are as close to Hugging Face's bf16 ones as those
+    are to its fp32 ones."""
+    hf_model = saved(tmp_path, case)
+    hf_model.to(torch.bfloat16).save_pretrained(tmp_path)
+    hf_class = type(hf_model)
+    hf32 = hf_class.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    hf16 = hf_class.from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
+    bf16 = HookedTransformer.from_pretrained_no_processing(tmp_path, dtype="bfloat16")
+    assert bf16.W_E.dtype == torch.bfloat16
+    with torch.no_grad():
+        reference = hf32(tokens()).logits
+        hf_error = (hf16(tokens()).logits.float() - reference).abs().max()
+        assert (bf16(tokens()).float() - hf16(tokens()).logits.float()).abs().max() <= hf_error
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def pair(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    saved(folder, request.param)
+    model = HookedTransformer.from_pretrained_no_processing(folder, tokenizer=None).eval()
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    return model, hf_model
+
+
+def test_generation_equals_hugging_face_generate(pair):
+    """Greedy generation with our KV cache equals it without the cache and Hugging Face's
+    ``generate``, alone and on a left-padded batch (longer than every window)."""
+    model, hf_model = pair
+    prompt = padded_prompts()[0][:1]
+    cached = ours(model, prompt)
+    assert torch.equal(cached, ours(model, prompt, use_past_kv_cache=False))
+    assert torch.equal(cached, theirs(hf_model, prompt))
+    batch_tokens, mask = padded_prompts()
+    batch = ours(model, batch_tokens, attention_mask=mask)
+    for row, length in enumerate(PROMPT_LENGTHS):
+        alone = ours(model, batch_tokens[row : row + 1, batch_tokens.shape[1] - length :])
+        assert torch.equal(batch[row, -N_NEW:], alone[0, -N_NEW:]), row
+    assert torch.equal(batch, theirs(hf_model, batch_tokens, mask))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_from_pretrained_processing_keeps_the_logits(tmp_path, case):
+    """``from_pretrained``'s folds (norms into weights, centred writing weights and
+    unembedding, value biases into the output bias) change no log-probability."""
+    saved(tmp_path, case)
+    plain = HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None)
+    processed = HookedTransformer.from_pretrained(tmp_path, tokenizer=None)
+    with torch.no_grad():
+        expected = plain(tokens()).log_softmax(-1)
+        got = processed(tokens()).log_softmax(-1)
+    bound = within_contract(1e-4, model_error_bound(plain.cfg, 4 * expected.abs().max()))
+    assert (got - expected).abs().max() <= bound
+
+
+@pytest.mark.parametrize("case", ["opt-biases-tied", "gpt-neo-window-3", "gptj-rotary-quarter"])
+def test_hooks_lists_transformer_lens_names(tmp_path, case, capsys):
+    saved(tmp_path, case)
+    word_tokenizer().save_pretrained(tmp_path)
+    assert main(["hooks", "--model", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path)
+    listed = dict(line.split(maxsplit=1) for line in lines[1:])
+    assert listed.keys() == model.hook_dict.keys()
+    rotary = model.cfg.positional_embedding_type == "rotary"
+    assert ("hook_pos_embed" in listed) != rotary
+    assert ("blocks.0.attn.hook_rot_q" in listed) == rotary
+    assert ("blocks.0.hook_resid_mid" in listed) != model.cfg.parallel_attn_mlp
+    for name in ["blocks.1.attn.hook_pattern", "blocks.1.mlp.hook_post", "ln_final.hook_scale"]:
+        assert name in listed
+
+
+@pytest.mark.parametrize(
+    ("case", "field", "value", "message"),
+    [
+        ("opt-biases-tied", "do_layer_norm_before", False, "'do_layer_norm_before' is false"),
+        ("opt-biases-tied", "word_embed_proj_dim", 32, "'word_embed_proj_dim' is 32"),
+        ("gpt-neo-window-3", "attention_types", [[["global", "local"], 2]], "num_layers=2"),
+        ("gpt-neo-window-3", "attention_types", [[["global", "sliding"], 1]], "'local'"),
+        ("gptj-rotary-quarter", "rotary_dim", 17, "'rotary_dim' is 17"),
+        ("phi-partial-0.4", "qk_layernorm", True, "'qk_layernorm' is true"),
+    ],
+)
+def test_contradictory_configs_name_the_field(tmp_path, case, field, value, message):
+    saved(tmp_path, case)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=message):
+        HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None)
