@@ -159,6 +159,38 @@ _LLAMA_3_IDS = [
     ]
 ]
 
+_OPT_ALIASES = {
+    f"facebook/opt-{size}": [f"opt-{size}", *names]
+    for size, names in [
+        ("125m", ["opt-small", "opt"]),
+        ("1.3b", ["opt-medium"]),
+        ("2.7b", ["opt-large"]),
+        ("6.7b", ["opt-xl"]),
+        ("13b", ["opt-xxl"]),
+        ("30b", ["opt-xxxl"]),
+        ("66b", ["opt-xxxxl"]),
+    ]
+}
+_GPT_NEO_ALIASES = {
+    "EleutherAI/gpt-neo-125M": ["gpt-neo-125M", "gpt-neo-small", "neo-small", "neo"],
+    "EleutherAI/gpt-neo-1.3B": ["gpt-neo-1.3B", "gpt-neo-medium", "neo-medium"],
+    "EleutherAI/gpt-neo-2.7B": ["gpt-neo-2.7B", "gpt-neo-large", "neo-large"],
+}
+# The TinyStories models (GPT-Neo's architecture): TL's alias is tiny-stories-<the rest>.
+_TINY_STORIES = {
+    f"roneneldan/TinyStories-{name}": [f"tiny-stories-{alias}"]
+    for name, alias in [
+        *((size, size) for size in ("1M", "3M", "8M", "28M", "33M")),
+        *((f"Instruct-{size}", f"instruct-{size}") for size in ("1M", "3M", "8M", "28M", "33M")),
+        ("1Layer-21M", "1L-21M"),
+        ("2Layers-33M", "2L-33M"),
+        ("Instuct-1Layer-21M", "instruct-1L-21M"),  # sic: the hub repo's spelling
+        ("Instruct-2Layers-33M", "instruct-2L-33M"),
+    ]
+}
+_PHI_IDS = ["microsoft/phi-1", "microsoft/phi-1_5", "microsoft/phi-2"]
+_GEMMA_1_IDS = ["google/gemma-2b", "google/gemma-7b", "google/gemma-2b-it", "google/gemma-7b-it"]
+
 # TransformerLens's official names of the supported families (hub ids) and their aliases.
 MODEL_ALIASES: dict[str, list[str]] = {
     "gpt2": ["gpt2-small"],
@@ -179,6 +211,12 @@ MODEL_ALIASES: dict[str, list[str]] = {
     "Qwen/QwQ-32B-Preview": ["qwen-32b-preview"],
     **_lowercase_aliases(_QWEN3_IDS),
     **_lowercase_aliases(_GEMMA_IDS),
+    **_OPT_ALIASES,
+    **_GPT_NEO_ALIASES,
+    "EleutherAI/gpt-j-6B": ["gpt-j-6B", "gpt-j", "gptj"],
+    **_TINY_STORIES,
+    **_lowercase_aliases(_PHI_IDS),
+    **_lowercase_aliases(_GEMMA_1_IDS),
 }
 OFFICIAL_MODEL_NAMES: list[str] = list(MODEL_ALIASES)
 # The first alias of each name (the name itself when it has none), as TL's.
