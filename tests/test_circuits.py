@@ -1,0 +1,333 @@
+"""interp.circuits on its own terms: each edge is the effect of its source on its target in
+the frozen local replacement model (float64 finite differences through the model's own
+hooks, not autograd); bad input fails clearly and leaves the wrapped model as it was;
+graphs and transcoder sets round-trip through their files."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from interp import HookedTransformer, HookedTransformerConfig
+from interp.circuits import (
+    Graph,
+    ReplacementModel,
+    TranscoderSet,
+    attribute,
+    compute_graph_scores,
+    load_transcoders,
+    prune_graph,
+)
+from interp.sae import SAE, SAEConfig
+
+TOKENS = torch.tensor([0, 5, 17, 3, 29, 11])
+SHAPES = {
+    "gpt2": dict(act_fn="gelu_new", normalization_type="LN"),
+    "llama": dict(
+        act_fn="silu",
+        normalization_type="RMS",
+        positional_embedding_type="rotary",
+        rotary_dim=8,
+        gated_mlp=True,
+        n_key_value_heads=2,
+        final_rms=True,
+    ),
+    "gemma2": dict(
+        act_fn="gelu_pytorch_tanh",
+        normalization_type="RMS",
+        positional_embedding_type="rotary",
+        rotary_dim=8,
+        gated_mlp=True,
+        use_normalization_before_and_after=True,
+        attn_scores_soft_cap=50.0,
+        output_logits_soft_cap=3.0,
+    ),
+}
+HOOKS = {
+    "gpt2": ("ln2.hook_normalized", "hook_mlp_out"),
+    "llama": ("mlp.hook_in", "mlp.hook_out"),
+    "gemma2": ("hook_resid_mid", "hook_mlp_out"),
+}
+
+
+def tiny_model(shape: str, dtype: torch.dtype = torch.float32, seed: int = 0) -> HookedTransformer:
+    torch.manual_seed(seed)
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=32, n_heads=4, d_head=8, d_mlp=64, d_vocab=48, n_ctx=16,
+        dtype=dtype, **SHAPES[shape],
+    )  # fmt: skip
+    model = HookedTransformer(cfg)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".w"):
+                param.copy_(1 + 0.1 * torch.randn_like(param))
+            elif name.split(".")[-1].startswith(("b", "_b")):
+                param.copy_(0.05 * torch.randn_like(param))
+    return model
+
+
+def tiny_transcoders(
+    shape: str, skip: bool, dtype: torch.dtype = torch.float32, b_enc: float = -0.6
+) -> TranscoderSet:
+    hook_in, hook_out = HOOKS[shape]
+    saes = []
+    for layer in range(2):
+        cfg = SAEConfig(
+            d_in=32, d_sae=24, architecture="skip_transcoder" if skip else "transcoder",
+            hook_name=f"blocks.{layer}.{hook_in}", hook_name_out=f"blocks.{layer}.{hook_out}",
+            apply_b_dec_to_input=False, dtype=str(dtype).removeprefix("torch."),
+        )  # fmt: skip
+        sae = SAE(cfg)
+        with torch.no_grad():
+            sae.W_enc.normal_(0, 0.3)
+            sae.W_dec.normal_(0, 0.1)
+            sae.b_enc.normal_(b_enc, 0.2)
+            sae.b_dec.normal_(0, 0.05)
+            if skip:
+                sae.W_skip.normal_(0, 0.1)
+        saes.append(sae)
+    return TranscoderSet.from_saes(saes)
+
+
+# ------------------------------------------------------------ finite differences
+def frozen_run(model: ReplacementModel, clean: dict, perturb=None):
+    """The local replacement model by forward hooks: patterns and norm scales from the clean
+    run, each MLP output its skip path plus the clean remainder; ``perturb(name, act)`` adds
+    a source's perturbation. Returns the transcoder inputs and the final norm's output."""
+    tcs, n_layers = model.transcoders, model.cfg.n_layers
+    seen: dict[str, torch.Tensor] = {}
+    perturb = perturb or (lambda name, act: act)
+
+    def frozen(act, hook):
+        return clean[hook.name]
+
+    def embed(act, hook):
+        return perturb("embed", act)
+
+    def record(layer):
+        def fn(act, hook=None):
+            seen[f"in{layer}"] = act
+
+        return fn
+
+    def output(layer):
+        def fn(act, hook=None):
+            x = seen[f"in{layer}"]
+            remainder = clean[f"out{layer}"] - tcs.skip(layer, clean[f"in{layer}"])
+            return perturb(f"out{layer}", tcs.skip(layer, x) + remainder)
+
+        return fn
+
+    names = [n for n in model.hook_dict if n.endswith(("attn.hook_pattern", "hook_scale"))]
+    hooks = [(n, frozen) for n in names] + [("hook_embed", embed)]
+    handles = []
+    hook_in, hook_out = model.feature_input_hook, model.feature_output_hook
+    for layer in range(n_layers):
+        mlp = model.blocks[layer].mlp
+        if hook_in == "mlp.hook_in":
+            handles.append(mlp.register_forward_pre_hook(lambda m, a, f=record(layer): f(a[0])))
+        else:
+            hooks.append((f"blocks.{layer}.{hook_in}", record(layer)))
+        if hook_out == "mlp.hook_out":
+            handles.append(mlp.register_forward_hook(lambda m, a, o, f=output(layer): f(o)))
+        else:
+            hooks.append((f"blocks.{layer}.{hook_out}", output(layer)))
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            final = model.ln_final(model.model(TOKENS[None], stop_at_layer=n_layers))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [seen[f"in{layer}"][0] for layer in range(n_layers)], final[0]
+
+
+def clean_cache(model: ReplacementModel) -> dict:
+    """The clean run's patterns, norm scales and transcoder inputs and outputs, from one
+    forward that takes the same (pattern-materialising) path as the frozen runs."""
+    clean: dict[str, torch.Tensor] = {}
+
+    def keep(key):
+        return lambda act, hook=None: clean.__setitem__(key, act)
+
+    names = [n for n in model.hook_dict if n.endswith(("attn.hook_pattern", "hook_scale"))]
+    pairs = [(name, keep(name)) for name in names]
+    handles = []
+    for layer in range(model.cfg.n_layers):
+        mlp = model.blocks[layer].mlp
+        hooks = (f"in{layer}", model.feature_input_hook), (f"out{layer}", model.feature_output_hook)
+        for key, hook in hooks:
+            if hook == "mlp.hook_in":
+                handles.append(mlp.register_forward_pre_hook(lambda m, a, f=keep(key): f(a[0])))
+            elif hook == "mlp.hook_out":
+                handles.append(mlp.register_forward_hook(lambda m, a, o, f=keep(key): f(o)))
+            else:
+                pairs.append((f"blocks.{layer}.{hook}", keep(key)))
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=pairs):
+            model.model(TOKENS[None])
+    finally:
+        for handle in handles:
+            handle.remove()
+    return clean
+
+
+@pytest.mark.parametrize("shape", ["gpt2", "llama", "gemma2"])
+@pytest.mark.parametrize("skip", [True, False])
+def test_edges_are_finite_difference_effects(shape: str, skip: bool) -> None:
+    model = ReplacementModel.from_model(
+        tiny_model(shape, torch.float64), tiny_transcoders(shape, skip, torch.float64)
+    )
+    graph = attribute(TOKENS, model, batch_size=16)
+    assert graph.adjacency_matrix.dtype == torch.float64
+    clean = clean_cache(model)
+    clean_inputs, clean_final = frozen_run(model, clean)
+    n_layers, n_pos = model.cfg.n_layers, len(TOKENS)
+    n_features = len(graph.selected_features)
+    features = graph.active_features[graph.selected_features]
+    error_start, token_start = n_features, n_features + n_layers * n_pos
+    logit_start = token_start + n_pos
+    tcs, unembed = model.transcoders, model.unembed.W_U
+
+    def perturbation(source: int):
+        if source < error_start:  # a feature: its activation times its decoder row
+            layer, pos, feature = features[source].tolist()
+            vector = (
+                graph.activation_values[graph.selected_features[source]] * tcs[layer].W_dec[feature]
+            )
+            key = f"out{layer}"
+        elif source < token_start:  # an error node: the MLP output the transcoder missed
+            layer, pos = divmod(source - error_start, n_pos)
+            tc, x = tcs[layer], clean[f"in{layer}"][0]
+            acts = tc.encode(x)
+            acts[0] = 0
+            vector = (clean[f"out{layer}"][0] - acts @ tc.W_dec - tc.b_dec - tcs.skip(layer, x))[
+                pos
+            ]
+            vector = vector * (pos > 0)  # position 0's error nodes are zero, as circuit-tracer's
+            key = f"out{layer}"
+        else:  # a token: its embedding
+            pos, key = source - token_start, "embed"
+            vector = model.W_E[TOKENS[pos]]
+
+        def perturb(name, act):
+            if name != key:
+                return act
+            act = act.clone()
+            act[0, pos] += vector
+            return act
+
+        return perturb
+
+    def value(target: int, inputs, final) -> torch.Tensor:
+        if target < n_features:
+            layer, pos, feature = features[target].tolist()
+            return inputs[layer][pos] @ tcs[layer].W_enc[:, feature]
+        index = graph.logit_targets[target - logit_start].vocab_idx
+        return final[-1] @ (unembed[:, index] - unembed.mean(-1))
+
+    A = graph.adjacency_matrix
+    checked = 0
+    for targets in (range(n_features), range(logit_start, A.shape[0])):
+        bounds = (0, error_start, token_start, logit_start)  # features, errors, tokens
+        for sources in (range(a, b) for a, b in zip(bounds, bounds[1:], strict=False)):
+            block = A[list(targets)][:, list(sources)]
+            if not block.abs().max() > 0:
+                continue
+            flat = block.abs().flatten().argsort(descending=True)[:2].tolist()
+            flat.append(len(block.flatten()) // 2)  # and one entry from the middle (maybe 0)
+            for index in flat:
+                t, s = targets[index // block.shape[1]], sources[index % block.shape[1]]
+                inputs, final = frozen_run(model, clean, perturbation(s))
+                effect = value(t, inputs, final) - value(t, clean_inputs, clean_final)
+                scale = A.abs().max().item()
+                eps = torch.finfo(torch.float64).eps
+                assert abs(effect.item() - A[t, s].item()) <= 1e3 * eps * scale, (t, s)
+                checked += 1
+    assert checked >= 12
+
+
+# ------------------------------------------------------------------- bad input
+def model_state(model: HookedTransformer):
+    hooks = sum(len(p.fwd_hooks) + len(p.bwd_hooks) for p in model.hook_dict.values())
+    torch_hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    with torch.no_grad():
+        logits = model(TOKENS[None])
+    flags = [p.requires_grad for p in model.parameters()]
+    return hooks, torch_hooks, logits, flags
+
+
+def assert_unchanged(model: HookedTransformer, before) -> None:
+    hooks, torch_hooks, logits, flags = model_state(model)
+    assert (hooks, torch_hooks, flags) == (before[0], before[1], before[3])
+    assert torch.equal(logits, before[2])
+
+
+@pytest.mark.parametrize("shape", ["gpt2", "llama"])
+def test_bad_input_is_a_clear_error_and_leaves_the_model_unchanged(shape: str) -> None:
+    model = tiny_model(shape)
+    model.blocks[0].attn.W_Q.requires_grad_(False)  # a flag that must come back as it was
+    before = model_state(model)
+    with pytest.raises(ValueError, match="width 24 -> 24"):
+        wrong = tiny_transcoders(shape, skip=True)
+        wide = [SAE(SAEConfig(**{**t.cfg.__dict__, "d_in": 24, "d_out": 24})) for t in wrong]
+        ReplacementModel.from_model(model, TranscoderSet.from_saes(wide))
+    with pytest.raises(ValueError, match="has 1 layers but the model has 2"):
+        one_layer = list(tiny_transcoders(shape, True))[:1]
+        ReplacementModel.from_model(model, TranscoderSet(one_layer, *HOOKS[shape]))
+    with pytest.raises(ValueError, match="not a hook point"):
+        nowhere = TranscoderSet(list(tiny_transcoders(shape, True)), "hook_x", "mlp.hook_out")
+        ReplacementModel.from_model(model, nowhere)
+    replacement = ReplacementModel.from_model(model, tiny_transcoders(shape, skip=True))
+    with pytest.raises(ValueError, match="n_ctx=16"):
+        attribute(torch.arange(20) % 40, replacement)
+    with pytest.raises(ValueError, match="max_feature_nodes=0"):
+        attribute(TOKENS, replacement, max_feature_nodes=0)
+    silent = ReplacementModel.from_model(model, tiny_transcoders(shape, True, b_enc=-1e3))
+    with pytest.raises(ValueError, match="No transcoder feature is active"):
+        attribute(TOKENS, silent)
+    assert_unchanged(model, before)
+    attribute(TOKENS, replacement, batch_size=8)  # a good run leaves it unchanged too
+    assert_unchanged(model, before)
+
+
+# ------------------------------------------------------------------ round trips
+def test_graph_and_transcoders_round_trip(tmp_path) -> None:
+    transcoders = tiny_transcoders("llama", skip=True)
+    transcoders.save(tmp_path / "tc")
+    loaded = load_transcoders(tmp_path / "tc")
+    assert (loaded.feature_input_hook, loaded.feature_output_hook) == HOOKS["llama"]
+    for a, b in zip(transcoders, loaded, strict=True):
+        assert a.cfg.architecture == b.cfg.architecture
+        for name, param in a.named_parameters():
+            assert torch.equal(param, getattr(b, name)), name
+    model = ReplacementModel.from_model(tiny_model("llama"), loaded)
+    graph = attribute(TOKENS, model, batch_size=8, max_feature_nodes=10)
+    assert len(graph.selected_features) == 10
+    graph.to_pt(tmp_path / "graph.pt")
+    again = Graph.from_pt(tmp_path / "graph.pt")
+    assert torch.equal(again.adjacency_matrix, graph.adjacency_matrix)
+    assert again.logit_targets == graph.logit_targets
+    assert compute_graph_scores(again) == compute_graph_scores(graph)
+    assert torch.equal(prune_graph(again).node_mask, prune_graph(graph).node_mask)
+
+
+def test_batch_size_does_not_change_the_graph() -> None:
+    model = ReplacementModel.from_model(tiny_model("gpt2"), tiny_transcoders("gpt2", True))
+    one = attribute(TOKENS, model, batch_size=3)
+    many = attribute(TOKENS, model, batch_size=512)
+    n = one.adjacency_matrix.shape[0]
+    atol = 8 * torch.finfo(torch.float32).eps * n**0.5 * one.adjacency_matrix.abs().max()
+    torch.testing.assert_close(one.adjacency_matrix, many.adjacency_matrix, rtol=0, atol=atol)
+
+
+def test_layer_norm_gradient_with_a_frozen_scale_keeps_the_centring() -> None:
+    model = tiny_model("gpt2", torch.float64)
+    ln = model.blocks[0].ln1
+    x = torch.randn(1, 3, 32, dtype=torch.float64, requires_grad=True)
+    with model.hooks(fwd_hooks=[("blocks.0.ln1.hook_scale", lambda s, hook: s.detach())]):
+        (ln(x) * torch.arange(32.0, dtype=torch.float64)).sum().backward()
+    y = x.detach().clone().requires_grad_(True)
+    centred = y - y.mean(-1, keepdim=True)
+    scale = (centred.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt().detach()
+    ((centred / scale * ln.w + ln.b) * torch.arange(32.0, dtype=torch.float64)).sum().backward()
+    torch.testing.assert_close(x.grad, y.grad)
