@@ -52,6 +52,10 @@ def phi(**kwargs) -> transformers.PhiForCausalLM:
     return transformers.PhiForCausalLM(transformers.PhiConfig(**SMALL, **kwargs))
 
 
+def phi3(**kwargs) -> transformers.Phi3ForCausalLM:
+    return transformers.Phi3ForCausalLM(transformers.Phi3Config(**SMALL, pad_token_id=0, **kwargs))
+
+
 NEO_LOCAL_SECOND = [[["global", "local"], 1]]
 CASES = {
     "gemma-mqa-tied-legacy-gelu": Case(
@@ -82,6 +86,14 @@ CASES = {
             rope_parameters=dict(
                 rope_type="linear", rope_theta=500.0, factor=4.0, partial_rotary_factor=0.5
             ),
+        )
+    ),
+    "phi3-gqa2-window-5": Case(lambda: phi3(num_key_value_heads=2, sliding_window=5)),
+    "phi3-partial-0.75-tied": Case(
+        lambda: phi3(
+            num_key_value_heads=4,
+            tie_word_embeddings=True,
+            rope_parameters=dict(rope_type="default", rope_theta=500.0, partial_rotary_factor=0.75),
         )
     ),
 }
@@ -135,7 +147,10 @@ def test_hard_parts_bite(loaded):
         local = cfg.attn_types.index("local")
         assert cfg.window_size < tokens().shape[1]
         assert (cache["pattern", local][..., -1, : -cfg.window_size] == 0).all()
-        assert (cache["pattern", 1 - local][..., -1, : -cfg.window_size] > 0).all()
+        if "global" in cfg.attn_types:
+            full = cfg.attn_types.index("global")
+            assert (cache["pattern", full][..., -1, : -cfg.window_size] > 0).all()
+    if hf_class is transformers.GPTNeoForCausalLM:
         assert not cfg.use_attn_scale and cfg.attn_scale == 1.0
     if cfg.parallel_attn_mlp:
         assert torch.equal(model.blocks[0].ln1.w, model.blocks[0].ln2.w)
@@ -231,6 +246,7 @@ def test_hooks_lists_transformer_lens_names(tmp_path, case, capsys):
         ("gpt-neo-window-3", "attention_types", [[["global", "sliding"], 1]], "'local'"),
         ("gptj-rotary-quarter", "rotary_dim", 17, "'rotary_dim' is 17"),
         ("phi-partial-0.4", "qk_layernorm", True, "'qk_layernorm' is true"),
+        ("phi3-gqa2-window-5", "sliding_window", 0, "'sliding_window' is 0"),
     ],
 )
 def test_contradictory_configs_name_the_field(tmp_path, case, field, value, message):
