@@ -10,6 +10,7 @@ import torch
 
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.circuits import (
+    CrossLayerTranscoder,
     Graph,
     ReplacementModel,
     TranscoderSet,
@@ -87,6 +88,22 @@ def tiny_transcoders(
                 sae.W_skip.normal_(0, 0.1)
         saes.append(sae)
     return TranscoderSet.from_saes(saes)
+
+
+def tiny_clt(shape: str, skip: bool, dtype: torch.dtype = torch.float32) -> CrossLayerTranscoder:
+    """A random cross-layer transcoder (JumpReLU) for ``tiny_model(shape)``."""
+    clt = CrossLayerTranscoder(2, 24, 32, jumprelu=True, skip_connection=skip, dtype=dtype)
+    clt.feature_input_hook, clt.feature_output_hook = HOOKS[shape]
+    with torch.no_grad():
+        clt.W_enc.normal_(0, 0.3)
+        clt.b_enc.normal_(-0.6, 0.2)
+        clt.b_dec.normal_(0, 0.05)
+        clt.threshold.uniform_(0.2, 0.4)
+        for decoder in clt.W_dec:
+            decoder.normal_(0, 0.1)
+        if skip:
+            clt.W_skip.normal_(0, 0.1)
+    return clt
 
 
 # ------------------------------------------------------------ finite differences
@@ -172,11 +189,13 @@ def clean_cache(model: ReplacementModel) -> dict:
 
 
 @pytest.mark.parametrize("shape", ["gpt2", "llama", "gemma2"])
-@pytest.mark.parametrize("skip", [True, False])
-def test_edges_are_finite_difference_effects(shape: str, skip: bool) -> None:
-    model = ReplacementModel.from_model(
-        tiny_model(shape, torch.float64), tiny_transcoders(shape, skip, torch.float64)
-    )
+@pytest.mark.parametrize("kind", ["skip", "noskip", "clt"])
+def test_edges_are_finite_difference_effects(shape: str, kind: str) -> None:
+    if kind == "clt":
+        transcoders = tiny_clt(shape, skip=shape == "gpt2", dtype=torch.float64)
+    else:
+        transcoders = tiny_transcoders(shape, kind == "skip", torch.float64)
+    model = ReplacementModel.from_model(tiny_model(shape, torch.float64), transcoders)
     graph = attribute(TOKENS, model, batch_size=16)
     assert graph.adjacency_matrix.dtype == torch.float64
     clean = clean_cache(model)
@@ -188,32 +207,36 @@ def test_edges_are_finite_difference_effects(shape: str, skip: bool) -> None:
     logit_start = token_start + n_pos
     tcs, unembed = model.transcoders, model.unembed.W_U
 
+    everything = torch.arange(tcs.d_transcoder)
+
     def perturbation(source: int):
-        if source < error_start:  # a feature: its activation times its decoder row
+        """The source's value added where it writes: {hook key: (position, vector)}."""
+        if source < error_start:  # a feature: its activation times its decoder rows
             layer, pos, feature = features[source].tolist()
-            vector = (
-                graph.activation_values[graph.selected_features[source]] * tcs[layer].W_dec[feature]
-            )
-            key = f"out{layer}"
-        elif source < token_start:  # an error node: the MLP output the transcoder missed
-            layer, pos = divmod(source - error_start, n_pos)
-            tc, x = tcs[layer], clean[f"in{layer}"][0]
-            acts = tc.encode(x)
-            acts[0] = 0
-            vector = (clean[f"out{layer}"][0] - acts @ tc.W_dec - tc.b_dec - tcs.skip(layer, x))[
-                pos
-            ]
-            vector = vector * (pos > 0)  # position 0's error nodes are zero, as circuit-tracer's
-            key = f"out{layer}"
+            value = graph.activation_values[graph.selected_features[source]]
+            adds = {
+                f"out{target}": (pos, value * tcs.decoder_vectors(layer, feature, target))
+                for target in tcs.writes_to(layer)
+            }
+        elif source < token_start:  # an error node: the MLP output the transcoders missed
+            target, pos = divmod(source - error_start, n_pos)
+            recon = tcs.decoder_bias(target) + tcs.skip(target, clean[f"in{target}"][0])
+            for layer in range(target + 1):
+                if target in tcs.writes_to(layer):
+                    acts = tcs.encode(layer, clean[f"in{layer}"][0])
+                    acts[0] = 0
+                    recon = recon + acts @ tcs.decoder_vectors(layer, everything, target)
+            vector = (clean[f"out{target}"][0] - recon)[pos] * (pos > 0)  # position 0: zero
+            adds = {f"out{target}": (pos, vector)}
         else:  # a token: its embedding
-            pos, key = source - token_start, "embed"
-            vector = model.W_E[TOKENS[pos]]
+            pos = source - token_start
+            adds = {"embed": (pos, model.W_E[TOKENS[pos]])}
 
         def perturb(name, act):
-            if name != key:
+            if name not in adds:
                 return act
             act = act.clone()
-            act[0, pos] += vector
+            act[0, adds[name][0]] += adds[name][1]
             return act
 
         return perturb
@@ -221,7 +244,7 @@ def test_edges_are_finite_difference_effects(shape: str, skip: bool) -> None:
     def value(target: int, inputs, final) -> torch.Tensor:
         if target < n_features:
             layer, pos, feature = features[target].tolist()
-            return inputs[layer][pos] @ tcs[layer].W_enc[:, feature]
+            return inputs[layer][pos] @ tcs.encoder_vectors(layer, feature)
         index = graph.logit_targets[target - logit_start].vocab_idx
         return final[-1] @ (unembed[:, index] - unembed.mean(-1))
 

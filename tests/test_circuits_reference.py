@@ -1,7 +1,7 @@
 """Attribution graphs equal circuit-tracer 0.5.0's on the same random weights and
 transcoders (``tests/circuit_tracer_reference/make_fixtures.py`` wrote them): GPT-2-,
 Llama- and Gemma-2-shaped tiny models, per-layer transcoders with and without skip
-connections, whole graphs and graphs cut by ``max_feature_nodes`` (re-ranked by partial
+connections and cross-layer transcoders, whole graphs and graphs cut by ``max_feature_nodes`` (re-ranked by partial
 influence)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ HERE = Path(__file__).parent / "circuit_tracer_reference"
 CASES = [
     f"{family}_{variant}"
     for family in ("gpt2", "llama", "gemma2")
-    for variant in ("skip", "noskip", "skip_partial")
+    for variant in ("skip", "noskip", "skip_partial", "clt", "clt_partial")
 ]
 EPS = torch.finfo(torch.float32).eps
 

@@ -12,6 +12,7 @@ Example:
 """
 
 from interp.circuits.attribution import CustomTarget, attribute, ensure_tokenized
+from interp.circuits.cross_layer import CrossLayerTranscoder, load_cross_layer_transcoder
 from interp.circuits.graph import (
     Graph,
     LogitTarget,
@@ -24,6 +25,7 @@ from interp.circuits.replacement_model import ReplacementModel
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
 
 __all__ = [
+    "CrossLayerTranscoder",
     "CustomTarget",
     "Graph",
     "LogitTarget",
@@ -34,6 +36,7 @@ __all__ = [
     "compute_graph_scores",
     "compute_partial_influences",
     "ensure_tokenized",
+    "load_cross_layer_transcoder",
     "load_transcoders",
     "prune_graph",
 ]

@@ -133,33 +133,33 @@ def _logit_targets(
     return _Targets(targets, probs[indices], vectors)
 
 
+class _Writes(NamedTuple):
+    """What the active features write to one layer's transcoder output: for each (feature,
+    this layer) pair, the feature's column, its position and its activation-scaled decoder
+    vector (per-layer transcoders: the layer's own features; CLTs: every earlier layer's)."""
+
+    columns: Int[Tensor, " n"]
+    positions: Int[Tensor, " n"]
+    vectors: Float[Tensor, "n d_model"]
+
+
 class _Sources(NamedTuple):
     """What the forward pass found: the nodes whose effects the rows read."""
 
     active: Int[Tensor, "n 3"]  # (layer, pos, feature)
     values: Float[Tensor, " n"]
     encoders: Float[Tensor, "n d_model"]
-    decoders: Float[Tensor, "n d_model"]  # scaled by the activations
+    writes: list[_Writes]  # one a layer
     errors: Float[Tensor, "n_layers pos d_model"]
     tokens: Float[Tensor, "pos d_model"]
-    layer_starts: list[int]  # features of layer l are active[layer_starts[l]:layer_starts[l+1]]
 
 
 @torch.no_grad()
 def _find_sources(model: ReplacementModel, tokens: Tensor, run: LinearizedRun) -> _Sources:
     tcs, n_layers = model.transcoders, model.cfg.n_layers
-    acts, errors = [], []
-    for layer in range(n_layers):
-        x = run.inputs[layer][0]
-        layer_acts = tcs.encode(layer, x)
-        layer_acts[model.zero_positions] = 0
-        tc = tcs[layer]
-        reconstruction = layer_acts @ tc.W_dec + tc.b_dec + tcs.skip(layer, x)
-        error = run.output_values[layer][0] - reconstruction.to(run.output_values[layer].dtype)
-        error[model.zero_positions] = 0
-        acts.append(layer_acts)
-        errors.append(error)
-    acts = torch.stack(acts)  # [n_layers, pos, d_transcoder]
+    inputs = [run.inputs[layer][0] for layer in range(n_layers)]
+    acts = torch.stack([tcs.encode(layer, inputs[layer]) for layer in range(n_layers)])
+    acts[:, model.zero_positions] = 0  # [n_layers, pos, d_transcoder]
     active = acts.nonzero()  # row-major: (layer, pos, feature) order
     if len(active) == 0:
         raise ValueError(
@@ -169,19 +169,24 @@ def _find_sources(model: ReplacementModel, tokens: Tensor, run: LinearizedRun) -
     layer, pos, feature = active.unbind(-1)
     values = acts[layer, pos, feature]
     encoders = torch.cat([tcs.encoder_vectors(i, feature[layer == i]) for i in range(n_layers)])
-    decoders = torch.cat([tcs.decoder_vectors(i, feature[layer == i]) for i in range(n_layers)])
-    counts = torch.bincount(layer, minlength=n_layers).tolist()
-    starts = [sum(counts[:i]) for i in range(n_layers + 1)]
-    token_vectors = model.W_E[tokens]
-    return _Sources(
-        active,
-        values,
-        encoders,
-        decoders * values[:, None],
-        torch.stack(errors),
-        token_vectors,
-        starts,
-    )
+    everything = torch.arange(tcs.d_transcoder, device=acts.device)
+    columns = torch.arange(len(active), device=acts.device)
+    writes, errors = [], []
+    for target in range(n_layers):
+        writers = [i for i in range(target + 1) if target in tcs.writes_to(i)]
+        reconstruction = tcs.decoder_bias(target) + tcs.skip(target, inputs[target])
+        for i in writers:
+            reconstruction = reconstruction + acts[i] @ tcs.decoder_vectors(i, everything, target)
+        error = run.output_values[target][0] - reconstruction.to(run.output_values[target].dtype)
+        error[model.zero_positions] = 0
+        errors.append(error)
+        mask = torch.isin(layer, torch.tensor(writers, device=layer.device))
+        vectors = [
+            tcs.decoder_vectors(i, feature[layer == i], target) * values[layer == i, None]
+            for i in writers
+        ]
+        writes.append(_Writes(columns[mask], pos[mask], torch.cat(vectors)))
+    return _Sources(active, values, encoders, writes, torch.stack(errors), model.W_E[tokens])
 
 
 def _gradient_rows(
@@ -212,17 +217,16 @@ def _gradient_rows(
     sinks = [*run.outputs, run.embed[0]]
     grads = torch.autograd.grad(outputs, sinks, grad_outputs, retain_graph=True, allow_unused=True)
     rows = torch.zeros(batch, n_features + (n_layers + 1) * n_pos, dtype=dtype, device=final.device)
-    feature_pos = sources.active[:, 1]
     for layer, grad in enumerate(grads[:n_layers]):
         if grad is None:
             continue
         grad = grad.to(dtype)
-        start, end = sources.layer_starts[layer], sources.layer_starts[layer + 1]
+        writes = sources.writes[layer]
         step = max(1, _CHUNK // (batch * grad.shape[-1]))
-        for s in range(start, end, step):
-            e = min(s + step, end)
-            gathered = grad[:, feature_pos[s:e]]  # [batch, chunk, d_model]
-            rows[:, s:e] = torch.einsum("bfd,fd->bf", gathered, sources.decoders[s:e].to(dtype))
+        for s in range(0, len(writes.columns), step):
+            gathered = grad[:, writes.positions[s : s + step]]  # [batch, chunk, d_model]
+            effects = torch.einsum("bfd,fd->bf", gathered, writes.vectors[s : s + step].to(dtype))
+            rows.index_add_(1, writes.columns[s : s + step], effects)
         error_col = n_features + layer * n_pos
         errors = sources.errors[layer].to(dtype)
         rows[:, error_col : error_col + n_pos] = torch.einsum("bpd,pd->bp", grad, errors)

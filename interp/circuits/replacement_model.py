@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.circuits.cross_layer import CrossLayerTranscoder
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
 
 MLP_HOOKS = ("mlp.hook_in", "mlp.hook_out")  # circuit-tracer's names: the MLP's input, output
@@ -47,7 +48,7 @@ class ReplacementModel:
     Attribute access falls through to the model (``cfg``, ``tokenizer``, ``W_E``, ...).
     """
 
-    def __init__(self, model: nn.Module, transcoders: TranscoderSet) -> None:
+    def __init__(self, model: nn.Module, transcoders: TranscoderSet | CrossLayerTranscoder) -> None:
         self.model = model
         self.transcoders = transcoders
         self._check()
@@ -58,11 +59,11 @@ class ReplacementModel:
 
     @classmethod
     def from_model(
-        cls, model: nn.Module, transcoders: TranscoderSet | str | Path | list
+        cls, model: nn.Module, transcoders: TranscoderSet | CrossLayerTranscoder | str | Path | list
     ) -> ReplacementModel:
         """Wrap ``model`` (nothing copied, nothing changed) with ``transcoders`` (a set, or
         what ``load_transcoders`` reads), moved to the model's device and dtype."""
-        if not isinstance(transcoders, TranscoderSet):
+        if not isinstance(transcoders, (TranscoderSet, CrossLayerTranscoder)):
             transcoders = load_transcoders(transcoders)
         transcoders.to(model.cfg.device, model.cfg.dtype)
         return cls(model, transcoders)
@@ -112,12 +113,11 @@ class ReplacementModel:
                 f"The transcoder set has {tcs.n_layers} layers but the model has "
                 f"{cfg.n_layers}; use one transcoder a layer, for this model."
             )
-        for layer, tc in enumerate(tcs):
-            if tc.cfg.d_in != cfg.d_model or tc.cfg.output_width != cfg.d_model:
+        for layer, (d_in, d_out) in enumerate(tcs.widths):
+            if d_in != cfg.d_model or d_out != cfg.d_model:
                 raise ValueError(
-                    f"Layer {layer}'s transcoder maps width {tc.cfg.d_in} -> "
-                    f"{tc.cfg.output_width}, but the model's d_model is {cfg.d_model}: these "
-                    "transcoders are for another model."
+                    f"Layer {layer}'s transcoder maps width {d_in} -> {d_out}, but the "
+                    f"model's d_model is {cfg.d_model}: these transcoders are for another model."
                 )
         names = set(self.model.hook_dict)
         for hook in (tcs.feature_input_hook, tcs.feature_output_hook):

@@ -26,6 +26,8 @@ import yaml
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from interp.circuits.cross_layer import CrossLayerTranscoder
+from interp.circuits.cross_layer import load_cross_layer_transcoder as load_clt
 from interp.sae import SAE, SAEConfig
 from interp.sae.formats import SAEFormatError, load_sae
 from interp.sae.formats.files import read_safetensors
@@ -120,10 +122,24 @@ class TranscoderSet(nn.Module):
 
     def encoder_vectors(self, layer: int, features: Tensor) -> Float[Tensor, "n d_model"]:
         """The rows that read each feature's pre-activation from the input."""
-        return self.transcoders[layer].W_enc[:, features].T
+        return self.transcoders[layer].W_enc.T[features]
 
-    def decoder_vectors(self, layer: int, features: Tensor) -> Float[Tensor, "n d_model"]:
+    @property
+    def widths(self) -> list[tuple[int, int]]:
+        """(input, output) width of each layer's transcoder."""
+        return [(t.cfg.d_in, t.cfg.output_width) for t in self.transcoders]
+
+    def writes_to(self, layer: int) -> range:
+        """The layers a feature of ``layer`` writes to: its own."""
+        return range(layer, layer + 1)
+
+    def decoder_vectors(
+        self, layer: int, features: Tensor, target_layer: int | None = None
+    ) -> Float[Tensor, "n d_model"]:
         return self.transcoders[layer].W_dec[features]
+
+    def decoder_bias(self, layer: int) -> Float[Tensor, " d_model"]:
+        return self.transcoders[layer].b_dec
 
     def skip(self, layer: int, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
         """``x @ W_skip.T`` (zero without a skip connection)."""
@@ -194,9 +210,10 @@ def _layer_transcoder(
 
 def load_transcoders(
     path: str | Path | Sequence[str | Path | SAE], dtype: torch.dtype = torch.float32
-) -> TranscoderSet:
+) -> TranscoderSet | CrossLayerTranscoder:
     """A transcoder set from circuit-tracer's folder (``config.yaml`` + ``layer_{i}``
-    files), or from a list of SAE folders / ``SAE`` objects (SAELens, Gemma Scope 2, ...)
+    files; ``model_kind: cross_layer_transcoder`` reads a CLT), or from a list of SAE
+    folders / ``SAE`` objects (SAELens, Gemma Scope 2, ...)
     with ``blocks.{layer}.`` hook names."""
     if not isinstance(path, (str, Path)):
         saes = [item if isinstance(item, SAE) else load_sae(item, dtype=dtype) for item in path]
@@ -210,14 +227,18 @@ def load_transcoders(
         )
     config = yaml.safe_load(config_path.read_text()) or {}
     kind = config.get("model_kind")
-    if kind != "transcoder_set":
+    if kind not in ("transcoder_set", "cross_layer_transcoder"):
         raise ValueError(
-            f"{config_path}: model_kind {kind!r}; only 'transcoder_set' (per-layer "
-            "transcoders) is supported so far."
+            f"{config_path}: model_kind {kind!r}; expected 'transcoder_set' (per-layer "
+            "transcoders) or 'cross_layer_transcoder'."
         )
     for key in ("feature_input_hook", "feature_output_hook"):
         if key not in config:
             raise SAEFormatError(f"{config_path}: missing {key!r}.")
+    if kind == "cross_layer_transcoder":
+        hooks = (config["feature_input_hook"], config["feature_output_hook"])
+        scan = config.get("scan", str(folder))
+        return load_clt(folder, *hooks, scan=scan, dtype=dtype)
     files = {int(p.stem.split("_")[1]): p for p in folder.glob("layer_*.safetensors")}
     if not files or sorted(files) != list(range(len(files))):
         raise SAEFormatError(f"{folder}: layer files for layers {sorted(files)}; need 0..n-1.")

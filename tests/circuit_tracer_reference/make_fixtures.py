@@ -20,7 +20,8 @@ rotary, grouped-query attention, gated SiLU MLP; Gemma 2: sandwich norms, soft c
 config (``<family>/config.json``), random weights in TransformerLens layout
 (``<family>/model.safetensors``), per-layer transcoder sets with and without a skip
 connection in circuit-tracer's format (``<family>/<skip|noskip>/config.yaml`` +
-``layer_{i}.safetensors``), and one graph file a case (``<case>.pt``: tensors, lists and
+``layer_{i}.safetensors``), a cross-layer transcoder (``<family>/clt/``: ``W_enc_{i}`` and
+``W_dec_{i}`` files), and one graph file a case (``<case>.pt``: tensors, lists and
 floats only) with the graph, its prune masks and its scores.
 """
 
@@ -143,6 +144,34 @@ def write_transcoders(folder: Path, activation: str, skip: bool, hooks, seed: in
     (folder / "config.yaml").write_text(config)
 
 
+def write_clt(folder: Path, activation: str, hooks, seed: int) -> None:
+    """A cross-layer transcoder in circuit-tracer's files: feature i writes to layers >= i."""
+    generator = torch.Generator().manual_seed(seed)
+    n_layers, d_model = COMMON["n_layers"], COMMON["d_model"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n_layers):
+
+        def randn(*shape):
+            return torch.randn(shape, generator=generator)
+
+        enc = {
+            f"W_enc_{i}": 0.3 * randn(D_TRANSCODER, d_model),
+            f"b_enc_{i}": -0.6 + 0.2 * randn(D_TRANSCODER),
+            f"b_dec_{i}": 0.05 * randn(d_model),
+        }
+        if activation == "jumprelu":
+            enc[f"threshold_{i}"] = 0.3 + 0.1 * randn(D_TRANSCODER).abs()
+        save_file(enc, str(folder / f"W_enc_{i}.safetensors"))
+        dec = {f"W_dec_{i}": 0.1 * randn(D_TRANSCODER, n_layers - i, d_model)}
+        save_file(dec, str(folder / f"W_dec_{i}.safetensors"))
+    config = (
+        "model_kind: cross_layer_transcoder\n"
+        f"feature_input_hook: {hooks[0]}\nfeature_output_hook: {hooks[1]}\n"
+        f"scan: tiny-{folder.parent.name}-{folder.name}\n"
+    )
+    (folder / "config.yaml").write_text(config)
+
+
 def replacement_model(cfg: dict, state: dict, transcoders) -> TransformerLensReplacementModel:
     model = TransformerLensReplacementModel.from_config(
         HookedTransformerConfig(**cfg, dtype=torch.float32, device="cpu"), transcoders
@@ -195,15 +224,19 @@ def main() -> None:
         (folder / "config.json").write_text(json.dumps(cfg, indent=2))
         state = random_weights(HookedTransformer(HookedTransformerConfig(**cfg)), seed)
         save_file(state, str(folder / "model.safetensors"))
-        for skip in (True, False):
-            variant = "skip" if skip else "noskip"
-            write_transcoders(folder / variant, activation, skip, hooks, 100 + seed)
+        for variant in ("skip", "noskip", "clt"):
+            if variant == "clt":
+                write_clt(folder / variant, activation, hooks, 200 + seed)
+            else:
+                write_transcoders(
+                    folder / variant, activation, variant == "skip", hooks, 100 + seed
+                )
             transcoders, _ = load_transcoders_from_cache(
                 variant, cache_dir=folder, device=torch.device("cpu"), lazy_decoder=False
             )
             model = replacement_model(cfg, state, transcoders)
             write_case(f"{family}_{variant}", model, batch_size=64)
-            if skip:
+            if variant != "noskip":
                 write_case(f"{family}_{variant}_partial", model, batch_size=4, max_feature_nodes=25)
 
 
