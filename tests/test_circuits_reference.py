@@ -1,8 +1,8 @@
 """Attribution graphs equal circuit-tracer 0.5.0's on the same random weights and
 transcoders (``tests/circuit_tracer_reference/make_fixtures.py`` wrote them): GPT-2-,
 Llama- and Gemma-2-shaped tiny models, per-layer transcoders with and without skip
-connections and cross-layer transcoders, whole graphs and graphs cut by ``max_feature_nodes`` (re-ranked by partial
-influence)."""
+connections and cross-layer transcoders, whole graphs and graphs cut by
+``max_feature_nodes`` (re-ranked by partial influence)."""
 
 from __future__ import annotations
 
