@@ -354,3 +354,30 @@ def test_layer_norm_gradient_with_a_frozen_scale_keeps_the_centring() -> None:
     scale = (centred.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt().detach()
     ((centred / scale * ln.w + ln.b) * torch.arange(32.0, dtype=torch.float64)).sum().backward()
     torch.testing.assert_close(x.grad, y.grad)
+
+
+def test_from_pretrained_and_a_text_prompt(tmp_path) -> None:
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=32, n_heads=2, d_mlp=64, d_vocab=50257, n_ctx=32, seed=0
+    )
+    HookedTransformer(cfg, tokenizer="gpt2").save(tmp_path / "tiny")
+    transcoders = tiny_transcoders("gemma2", skip=True, b_enc=0.0)  # reads hook_resid_mid
+    transcoders.save(tmp_path / "tc")
+    replacement = ReplacementModel.from_pretrained(str(tmp_path / "tiny"), str(tmp_path / "tc"))
+    prompt = "The cat sat on the mat"
+    graph = attribute(prompt, replacement, batch_size=32, max_feature_nodes=30)
+    tokenizer = replacement.tokenizer
+    expected = [tokenizer.bos_token_id, *tokenizer.encode(prompt, add_special_tokens=False)]
+    assert graph.input_tokens.tolist() == expected  # a special token prepended, as circuit-tracer
+    assert graph.input_string == tokenizer.decode(graph.input_tokens)
+    assert [t.token_str for t in graph.logit_targets] == [
+        tokenizer.decode(t.vocab_idx) for t in graph.logit_targets
+    ]
+    assert graph.logit_probabilities.sum() <= 1 and len(graph.selected_features) == 30
+    again = attribute(graph.input_tokens, replacement, batch_size=32, max_feature_nodes=30)
+    assert torch.equal(again.adjacency_matrix, graph.adjacency_matrix)
+    targets = attribute(prompt, replacement, attribution_targets=[" dog", " cat"])
+    assert [t.vocab_idx for t in targets.logit_targets] == [
+        tokenizer.encode(" dog")[0],
+        tokenizer.encode(" cat")[0],
+    ]
