@@ -18,7 +18,7 @@ import pytest
 import torch
 import transformers
 
-from interp import HookedTransformer
+from interp import HookedTransformer, HookedTransformerConfig
 from interp.cli import main
 from tests.test_cli_families import word_tokenizer
 from tests.test_families_parity import SMALL, VOCAB, Case, hugging_face, randomize, tokens
@@ -96,7 +96,24 @@ CASES = {
             rope_parameters=dict(rope_type="default", rope_theta=500.0, partial_rotary_factor=0.75),
         )
     ),
+    # A prompt of 12 is past the original context of 8: the long factors; 8 or fewer: short.
+    "phi3-longrope-past-original-8": Case(
+        lambda: phi3(
+            num_key_value_heads=2,
+            original_max_position_embeddings=8,
+            rope_parameters=dict(
+                rope_type="longrope",
+                rope_theta=10000.0,
+                short_factor=[1.0 + i / 10 for i in range(8)],
+                long_factor=[2.0 + i for i in range(8)],
+            ),
+        )
+    ),
 }
+# LongRoPE's frequencies change, for every position, once the longest row passes the original
+# context (generation then recomputes its cache, as Hugging Face's): a prompt alone switches
+# later than in a batch with a longer row, so the two legitimately differ, in Hugging Face too.
+SWITCHES_FREQUENCIES = {"phi3-longrope-past-original-8"}
 
 
 def saved(folder: Path | str, case: str) -> transformers.PreTrainedModel:
@@ -158,6 +175,14 @@ def test_hard_parts_bite(loaded):
         q, rot_q = cache["blocks.0.attn.hook_q"], cache["blocks.0.attn.hook_rot_q"]
         assert torch.equal(q[..., cfg.rotary_dim :], rot_q[..., cfg.rotary_dim :])
         assert not torch.equal(q[:, 1:, :, : cfg.rotary_dim], rot_q[:, 1:, :, : cfg.rotary_dim])
+    if cfg.longrope_short_factor is not None:  # past the original context: long factors
+        assert tokens().shape[1] > cfg.longrope_original_ctx_len
+        original = cfg.longrope_original_ctx_len
+        with torch.no_grad():
+            prefix = model(tokens()[:, :original])
+        assert not torch.allclose(prefix, model(tokens())[:, :original], atol=1e-3)
+        hf_prefix = hf_class.from_pretrained(loaded[2])(tokens()[:, :original]).logits
+        assert (prefix - hf_prefix).abs().max() <= logits_bound(cfg, hf_prefix)
     if hf_class is transformers.OPTForCausalLM:  # positions start at row 2 of the table
         hf_model = hf_class.from_pretrained(loaded[2])
         table = hf_model.model.decoder.embed_positions.weight
@@ -187,23 +212,25 @@ def pair(request, tmp_path_factory):
     saved(folder, request.param)
     model = HookedTransformer.from_pretrained_no_processing(folder, tokenizer=None).eval()
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
-    return model, hf_model
+    return model, hf_model, request.param in SWITCHES_FREQUENCIES
 
 
 def test_generation_equals_hugging_face_generate(pair):
     """Greedy generation with our KV cache equals it without the cache and Hugging Face's
     ``generate``, alone and on a left-padded batch (longer than every window)."""
-    model, hf_model = pair
+    model, hf_model, switches = pair
     prompt = padded_prompts()[0][:1]
     cached = ours(model, prompt)
-    assert torch.equal(cached, ours(model, prompt, use_past_kv_cache=False))
     assert torch.equal(cached, theirs(hf_model, prompt))
     batch_tokens, mask = padded_prompts()
     batch = ours(model, batch_tokens, attention_mask=mask)
+    assert torch.equal(batch, theirs(hf_model, batch_tokens, mask))
+    assert torch.equal(cached, ours(model, prompt, use_past_kv_cache=False))
+    if switches:
+        return
     for row, length in enumerate(PROMPT_LENGTHS):
         alone = ours(model, batch_tokens[row : row + 1, batch_tokens.shape[1] - length :])
         assert torch.equal(batch[row, -N_NEW:], alone[0, -N_NEW:]), row
-    assert torch.equal(batch, theirs(hf_model, batch_tokens, mask))
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -247,6 +274,18 @@ def test_hooks_lists_transformer_lens_names(tmp_path, case, capsys):
         ("gptj-rotary-quarter", "rotary_dim", 17, "'rotary_dim' is 17"),
         ("phi-partial-0.4", "qk_layernorm", True, "'qk_layernorm' is true"),
         ("phi3-gqa2-window-5", "sliding_window", 0, "'sliding_window' is 0"),
+        (
+            "phi3-longrope-past-original-8",
+            "rope_parameters",
+            dict(rope_type="longrope", short_factor=[1.0] * 3, long_factor=[2.0] * 8),
+            "'rope_parameters.short_factor' is \\[1.0, 1.0, 1.0\\]; LongRoPE needs a list of 8",
+        ),
+        (
+            "phi3-gqa2-window-5",
+            "rope_parameters",
+            dict(rope_type="yarn", factor=4.0),
+            "rope type 'yarn' \\(field 'rope_parameters'\\) is not supported",
+        ),
     ],
 )
 def test_contradictory_configs_name_the_field(tmp_path, case, field, value, message):
@@ -256,3 +295,21 @@ def test_contradictory_configs_name_the_field(tmp_path, case, field, value, mess
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=message):
         HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None)
+
+
+def test_longrope_config_fields_are_checked():
+    """LongRoPE's fields in a HookedTransformerConfig: all three or none, one factor per
+    rotary frequency, and no second rope scaling."""
+    base = dict(n_layers=1, d_model=16, n_ctx=32, n_heads=2, positional_embedding_type="rotary")
+    longrope = dict(
+        longrope_short_factor=[1.0] * 4, longrope_long_factor=[2.0] * 4, longrope_original_ctx_len=8
+    )
+    HookedTransformerConfig(**base, **longrope)
+    with pytest.raises(ValueError, match="longrope_long_factor, longrope_original_ctx_len not"):
+        HookedTransformerConfig(**base, longrope_short_factor=[1.0] * 4)
+    with pytest.raises(ValueError, match="longrope_short_factor must list 4 positive numbers"):
+        HookedTransformerConfig(**base, **longrope | dict(longrope_short_factor=[1.0] * 3))
+    with pytest.raises(ValueError, match="two rope scalings"):
+        HookedTransformerConfig(**base, **longrope, rotary_scaling_factor=2.0)
+    with pytest.raises(ValueError, match="takes effect only with LongRoPE"):
+        HookedTransformerConfig(**base, longrope_attention_factor=1.2)

@@ -68,8 +68,32 @@ def _llama3_frequencies(inv_freq: Tensor, scaling: Llama3Scaling) -> Tensor:
     return torch.where(is_medium, smoothed, scaled)
 
 
+@dataclass(frozen=True)
+class LongRopeScaling:
+    """Phi 3's LongRoPE (``rope_type="longrope"``) beyond the short frequencies a rotary
+    embedding holds: ``long_inv_freq``, used instead when a call's largest position is past
+    ``original_context_length`` (chosen on each call, as Hugging Face chooses), and the
+    ``attention_factor`` that multiplies every cosine and sine."""
+
+    long_inv_freq: Tensor
+    original_context_length: int
+    attention_factor: float = 1.0
+
+
+def longrope_frequencies(
+    rotary_dim: int, base: float, factors: tuple[float, ...]
+) -> Float[Tensor, " half_rotary_dim"]:
+    """``1 / (factor_i * base ** (2i / rotary_dim))`` in float32, as Hugging Face's
+    ``_compute_longrope_parameters``."""
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device="cpu").float() / rotary_dim
+    return 1.0 / (
+        torch.tensor(factors, dtype=torch.float32, device="cpu") * float(base) ** exponents
+    )
+
+
 class RotaryEmbedding:
-    """Rotates the first ``rotary_dim`` dimensions of each head; the rest pass through.
+    """Rotates the first ``rotary_dim`` dimensions of each head; the rest pass through
+    (with ``longrope``, Phi 3's LongRoPE picks the frequencies on each call).
 
     ``adjacent_pairs=False`` rotates dimension ``i`` with ``i + rotary_dim / 2`` (GPT-NeoX,
     Llama, Hugging Face's ``rotate_half``); ``True`` rotates ``2i`` with ``2i + 1`` (GPT-J).
@@ -81,11 +105,18 @@ class RotaryEmbedding:
         >>> rotated = rotary(q, positions)   # q [batch, pos, n_heads, d_head], positions [1, pos]
     """
 
-    def __init__(self, inv_freq: Float[Tensor, " half_rotary_dim"], adjacent_pairs: bool = False):
+    def __init__(
+        self,
+        inv_freq: Float[Tensor, " half_rotary_dim"],
+        adjacent_pairs: bool = False,
+        longrope: LongRopeScaling | None = None,
+    ):
         self.inv_freq = inv_freq
         self.rotary_dim = 2 * inv_freq.shape[0]
         self.adjacent_pairs = adjacent_pairs
         self._on_device: dict[torch.device, Tensor] = {}
+        self.longrope = longrope  # LongRoPE: inv_freq holds the short factors' frequencies
+        self._long_on_device: dict[torch.device, Tensor] = {}
 
     @classmethod
     def from_config(
@@ -97,7 +128,8 @@ class RotaryEmbedding:
         the config's scaling (NTK-by-parts or linear)."""
         if is_local is None:
             is_local = cfg.use_local_attn and cfg.attn_types[layer_index] == "local"
-        if is_local and cfg.rotary_base_local is not None:
+        is_local_base = is_local and cfg.rotary_base_local is not None
+        if is_local_base:
             inv_freq = inverse_frequencies(cfg.rotary_dim, cfg.rotary_base_local)
         else:
             llama3 = None
@@ -111,6 +143,17 @@ class RotaryEmbedding:
             inv_freq = inverse_frequencies(
                 cfg.rotary_dim, cfg.rotary_base, cfg.rotary_scaling_factor, llama3
             )
+        if cfg.longrope_short_factor is not None and not is_local_base:
+            inv_freq = longrope_frequencies(
+                cfg.rotary_dim, cfg.rotary_base, tuple(cfg.longrope_short_factor)
+            )
+            long_inv_freq = longrope_frequencies(
+                cfg.rotary_dim, cfg.rotary_base, tuple(cfg.longrope_long_factor)
+            )
+            longrope = LongRopeScaling(
+                long_inv_freq, cfg.longrope_original_ctx_len, cfg.longrope_attention_factor
+            )
+            return cls(inv_freq, cfg.rotary_adjacent_pairs, longrope)
         return cls(inv_freq, cfg.rotary_adjacent_pairs)
 
     def cos_sin(
@@ -120,17 +163,22 @@ class RotaryEmbedding:
     ]:
         """Cosines and sines of the angles at ``positions`` (float32, then cast to ``dtype``),
         laid out to multiply a [batch, pos, n_heads, rotary_dim] tensor."""
-        inv_freq = self._on_device.get(positions.device)
+        frequencies, on_device = self.inv_freq, self._on_device
+        longrope = self.longrope
+        if longrope is not None and int(positions.max()) >= longrope.original_context_length:
+            frequencies, on_device = longrope.long_inv_freq, self._long_on_device
+        inv_freq = on_device.get(positions.device)
         if inv_freq is None:
-            inv_freq = self._on_device.setdefault(
-                positions.device, self.inv_freq.to(positions.device)
-            )
+            inv_freq = on_device.setdefault(positions.device, frequencies.to(positions.device))
         angles = positions[..., None].float() * inv_freq  # [batch_or_1, pos, rotary_dim / 2]
         if self.adjacent_pairs:
             angles = angles.repeat_interleave(2, dim=-1)
         else:
             angles = torch.cat([angles, angles], dim=-1)
-        return angles.cos()[:, :, None].to(dtype), angles.sin()[:, :, None].to(dtype)
+        cos, sin = angles.cos(), angles.sin()
+        if longrope is not None:
+            cos, sin = cos * longrope.attention_factor, sin * longrope.attention_factor
+        return cos[:, :, None].to(dtype), sin[:, :, None].to(dtype)
 
     def __call__(
         self,

@@ -336,6 +336,7 @@ def check_rotary(cfg: HookedTransformerConfig) -> None:
             f"{cfg.d_head} (all of each head) or {max(2, cfg.d_head // 4 // 2 * 2)} "
             "(a quarter, as Pythia)."
         )
+    _check_longrope(cfg)
     if cfg.use_NTK_by_parts_rope:
         if cfg.rotary_scaling_factor != 1.0:
             raise ValueError(
@@ -358,6 +359,51 @@ def check_rotary(cfg: HookedTransformerConfig) -> None:
                 f"exceed NTK_by_parts_low_freq_factor={cfg.NTK_by_parts_low_freq_factor} "
                 "(Llama 3 uses 4.0 and 1.0)."
             )
+
+
+def _check_longrope(cfg: HookedTransformerConfig) -> None:
+    """LongRoPE's fields: both factor lists (one positive number per rotary frequency, so
+    ``rotary_dim / 2``), the original context and a positive attention factor, and no other
+    rope scaling; all unset when it is off."""
+    names = ("longrope_short_factor", "longrope_long_factor", "longrope_original_ctx_len")
+    given = [name for name in names if getattr(cfg, name) is not None]
+    if not given:
+        if cfg.longrope_attention_factor != 1.0:
+            raise ValueError(
+                f"longrope_attention_factor={cfg.longrope_attention_factor} takes effect only "
+                "with LongRoPE (longrope_short_factor, longrope_long_factor, "
+                "longrope_original_ctx_len); set them, or leave it at 1.0."
+            )
+        return
+    if len(given) != len(names):
+        missing = [name for name in names if name not in given]
+        raise ValueError(f"LongRoPE needs {', '.join(names)}; {', '.join(missing)} not given.")
+    for name in names[:2]:
+        factors = getattr(cfg, name)
+        if (
+            not isinstance(factors, (list, tuple))
+            or len(factors) != cfg.rotary_dim // 2
+            or not all(
+                isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f < math.inf
+                for f in factors
+            )
+        ):
+            raise ValueError(
+                f"{name} must list {cfg.rotary_dim // 2} positive numbers (one per rotary "
+                f"frequency: rotary_dim / 2), got {factors!r}."
+            )
+    original, attention = cfg.longrope_original_ctx_len, cfg.longrope_attention_factor
+    if isinstance(original, bool) or not isinstance(original, int) or original <= 0:
+        raise ValueError(f"longrope_original_ctx_len must be a positive integer, got {original!r}.")
+    if isinstance(attention, bool) or not isinstance(attention, (int, float)) or attention <= 0:
+        raise ValueError(f"longrope_attention_factor must be a positive number, got {attention!r}.")
+    if cfg.use_NTK_by_parts_rope or cfg.rotary_scaling_factor != 1.0:
+        raise ValueError(
+            "LongRoPE (longrope_*) and use_NTK_by_parts_rope / rotary_scaling_factor are two "
+            "rope scalings; use one."
+        )
+    cfg.longrope_short_factor = [float(f) for f in cfg.longrope_short_factor]
+    cfg.longrope_long_factor = [float(f) for f in cfg.longrope_long_factor]
 
 
 def resolve_init_range(cfg: HookedTransformerConfig) -> None:

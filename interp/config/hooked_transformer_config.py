@@ -167,6 +167,12 @@ class HookedTransformerConfig:
     # interp's own: half-precision queries and keys are scored in float32 (GPT-Neo's, as
     # Hugging Face computes them), on the explicit attention path.
     attn_scores_float32: bool = False
+    # interp's own: Phi 3's LongRoPE: a factor per rotary frequency for positions within
+    # longrope_original_ctx_len and past it, and a multiplier of the cosines and sines.
+    longrope_short_factor: list[float] | None = None
+    longrope_long_factor: list[float] | None = None
+    longrope_original_ctx_len: int | None = None
+    longrope_attention_factor: float = 1.0
     init_range: float = 0.02  # weights ~ N(0, init_range) at initialisation
     # Free-form facts about where the weights came from (not used by the forward pass).
     extra: dict[str, Any] = field(default_factory=dict)

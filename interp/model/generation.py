@@ -93,6 +93,9 @@ class GenerationMixin:
         step_input, all_mask = tokens, mask
         last_block = self.cfg.n_layers
         for _ in tqdm(range(max_new_tokens), disable=not verbose):
+            if kv_cache is not None and self.recomputes_cache(tokens.shape[1], kv_cache.length):
+                kv_cache = KeyValueCache.empty(self.cfg.n_layers)
+                step_input, mask = tokens, all_mask
             if kv_cache is not None:
                 residual = self(
                     step_input,
@@ -121,3 +124,11 @@ class GenerationMixin:
             self.to_string(row[start:]) for row, start in zip(tokens, prompt_starts, strict=True)
         ]
         return texts[0] if isinstance(input, str) else texts
+
+    def recomputes_cache(self, n_tokens: int, cached: int) -> bool:
+        """Whether generation drops its key/value cache before the next step, as Hugging
+        Face's Phi 3 does: with LongRoPE, the first time the ``n_tokens`` pass the original
+        context while the ``cached`` positions do not, every key is rotated again with the
+        long factors."""
+        original = self.cfg.longrope_original_ctx_len
+        return original is not None and n_tokens > original and cached <= original

@@ -5,6 +5,7 @@ a sliding window on every layer, and LongRoPE scaling for the long-context model
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from torch import Tensor
@@ -18,6 +19,8 @@ from interp.loading.families.base import (
     fraction,
     heads_in,
     heads_out,
+    positive_int,
+    rope_fields,
     rope_parameters,
     same,
     transposed,
@@ -43,18 +46,57 @@ DEFAULTS = LLAMA_DEFAULTS | dict(
 
 def config(values: dict[str, Any]) -> dict[str, Any]:
     rope = rope_parameters(values)
-    where = "rope_parameters" if isinstance(values.get("rope_parameters"), dict) else None
-    if rope["rope_type"] in ("longrope", "su"):
-        raise ValueError(
-            f"rope type {rope['rope_type']!r} (field {where or 'rope_scaling'!r}) is not "
-            "supported yet; interp loads Phi 3 checkpoints without LongRoPE scaling."
-        )
-    fields = llama_like_config(values)
+    where = "rope_parameters" if isinstance(values.get("rope_parameters"), dict) else "rope_scaling"
+    longrope = rope["rope_type"] in ("longrope", "su")  # "su": its older name
+    default_rope = dict(rope_type="default", rope_theta=rope["rope_theta"])
+    fields = llama_like_config(values | dict(rope_parameters=default_rope, rope_scaling=None))
     if "partial_rotary_factor" in rope:
         factor = fraction(rope, "partial_rotary_factor", "rope_parameters.partial_rotary_factor")
         fields["rotary_dim"] = int(fields["d_head"] * factor)  # as Hugging Face rounds it
+    if longrope:
+        fields |= longrope_fields(values, rope, where, fields.get("rotary_dim", fields["d_head"]))
+    elif rope["rope_type"] != "default":
+        fields |= rope_fields(values, fields["n_ctx"])  # linear or llama3, as Llama's
     n_layers = fields["n_layers"]
     return fields | window_fields(values.get("sliding_window"), [True] * n_layers)
+
+
+def longrope_fields(
+    values: dict[str, Any], rope: dict[str, Any], where: str, rotary_dim: int
+) -> dict[str, Any]:
+    """LongRoPE's config fields, as Hugging Face's ``_compute_longrope_parameters`` reads
+    them: both factor lists, the original context (of the rope settings, else config.json's
+    ``original_max_position_embeddings``) and the attention factor (given, else
+    ``sqrt(1 + log(factor) / log(original))`` for ``factor`` (given, else
+    ``max_position_embeddings / original``) above 1)."""
+    for name in ("short_factor", "long_factor"):
+        factors = rope.get(name)
+        if not isinstance(factors, list) or len(factors) != rotary_dim // 2:
+            raise ValueError(
+                f"field '{where}.{name}' is {factors!r}; LongRoPE needs a list of "
+                f"{rotary_dim // 2} numbers, one per rotary frequency (head_dim * "
+                "partial_rotary_factor / 2)."
+            )
+    original = rope.get("original_max_position_embeddings")
+    if original is None:
+        original = positive_int(values, "original_max_position_embeddings")
+    elif isinstance(original, bool) or not isinstance(original, int) or original <= 0:
+        raise ValueError(
+            f"field '{where}.original_max_position_embeddings' is {original!r}; it must be a "
+            "positive integer, the context length the model was trained with."
+        )
+    attention = rope.get("attention_factor")
+    if attention is None:
+        factor = rope.get("factor")
+        if factor is None:
+            factor = positive_int(values, "max_position_embeddings") / original
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    return dict(
+        longrope_short_factor=list(rope["short_factor"]),
+        longrope_long_factor=list(rope["long_factor"]),
+        longrope_original_ctx_len=original,
+        longrope_attention_factor=float(attention),
+    )
 
 
 def _fused_qkv(ours: str, n_heads: int, n_kv: int, grouped: str) -> Convert:
