@@ -6,6 +6,8 @@ Example:
     >>> result = interp.patching.get_act_patch_resid_pre(
     ...     model, corrupted_tokens, clean_cache, metric)
     >>> result.plot()   # layer x position heatmap with token labels
+    >>> exact = interp.patching.get_act_patch_resid_pre(
+    ...     model, corrupted_tokens, clean_cache, metric, exact=True)  # = TL's loop, to the bit
 """
 
 from interp.patching.activation import (
