@@ -216,6 +216,8 @@ MODEL_ALIASES: dict[str, list[str]] = {
     "EleutherAI/gpt-j-6B": ["gpt-j-6B", "gpt-j", "gptj"],
     **_TINY_STORIES,
     **_lowercase_aliases(_PHI_IDS),
+    "microsoft/Phi-3-mini-4k-instruct": ["phi-3"],
+    "microsoft/phi-4": ["phi-4"],
     **_lowercase_aliases(_GEMMA_1_IDS),
 }
 OFFICIAL_MODEL_NAMES: list[str] = list(MODEL_ALIASES)
