@@ -14,6 +14,14 @@ from interp import HookedTransformer, HookedTransformerConfig, cache_memory
 from interp.cache_memory import PoolLease, StoragePool, pool_for
 
 
+@pytest.fixture(autouse=True)
+def reuse_on():
+    """The pool on for these tests (it is by default; an earlier test may have turned it off)."""
+    previous = cache_memory.set_reuse(True)
+    yield
+    cache_memory.set_reuse(previous)
+
+
 @pytest.fixture(scope="module")
 def model() -> HookedTransformer:
     cfg = HookedTransformerConfig(
