@@ -56,6 +56,12 @@ def phi3(**kwargs) -> transformers.Phi3ForCausalLM:
     return transformers.Phi3ForCausalLM(transformers.Phi3Config(**SMALL, pad_token_id=0, **kwargs))
 
 
+def olmo2(**kwargs) -> transformers.Olmo2ForCausalLM:
+    return transformers.Olmo2ForCausalLM(
+        transformers.Olmo2Config(**SMALL, pad_token_id=0, **kwargs)
+    )
+
+
 NEO_LOCAL_SECOND = [[["global", "local"], 1]]
 CASES = {
     "gemma-mqa-tied-legacy-gelu": Case(
@@ -106,6 +112,21 @@ CASES = {
                 rope_theta=10000.0,
                 short_factor=[1.0 + i / 10 for i in range(8)],
                 long_factor=[2.0 + i for i in range(8)],
+            ),
+        )
+    ),
+    "olmo2-gqa2-post-norms": Case(lambda: olmo2(num_key_value_heads=2)),
+    "olmo2-mha-tied-llama3-rope": Case(
+        lambda: olmo2(
+            num_key_value_heads=4,
+            tie_word_embeddings=True,
+            rope_parameters=dict(
+                rope_type="llama3",
+                rope_theta=500000.0,
+                factor=8.0,
+                low_freq_factor=1.0,
+                high_freq_factor=4.0,
+                original_max_position_embeddings=32,
             ),
         )
     ),
@@ -183,6 +204,14 @@ def test_hard_parts_bite(loaded):
         assert not torch.allclose(prefix, model(tokens())[:, :original], atol=1e-3)
         hf_prefix = hf_class.from_pretrained(loaded[2])(tokens()[:, :original]).logits
         assert (prefix - hf_prefix).abs().max() <= logits_bound(cfg, hf_prefix)
+    if cfg.use_post_norms_only:  # OLMo 2: norms after the sublayers only, QK norms across heads
+        assert "blocks.0.ln1.hook_scale" not in model.hook_dict
+        assert "blocks.0.ln1_post.hook_scale" in model.hook_dict
+        n_kv = cfg.n_key_value_heads or cfg.n_heads
+        assert model.blocks[0].attn.q_norm.w.shape == (cfg.n_heads * cfg.d_head,)
+        assert model.blocks[0].attn.k_norm.w.shape == (n_kv * cfg.d_head,)
+        with pytest.warns(UserWarning, match="fold_ln cannot fold OLMo 2's norms"):
+            HookedTransformer.from_pretrained(loaded[2], tokenizer=None)
     if hf_class is transformers.OPTForCausalLM:  # positions start at row 2 of the table
         hf_model = hf_class.from_pretrained(loaded[2])
         table = hf_model.model.decoder.embed_positions.weight
@@ -247,7 +276,9 @@ def test_from_pretrained_processing_keeps_the_logits(tmp_path, case):
     assert (got - expected).abs().max() <= bound
 
 
-@pytest.mark.parametrize("case", ["opt-biases-tied", "gpt-neo-window-3", "gptj-rotary-quarter"])
+@pytest.mark.parametrize(
+    "case", ["opt-biases-tied", "gpt-neo-window-3", "gptj-rotary-quarter", "olmo2-gqa2-post-norms"]
+)
 def test_hooks_lists_transformer_lens_names(tmp_path, case, capsys):
     saved(tmp_path, case)
     word_tokenizer().save_pretrained(tmp_path)
@@ -313,3 +344,15 @@ def test_longrope_config_fields_are_checked():
         HookedTransformerConfig(**base, **longrope, rotary_scaling_factor=2.0)
     with pytest.raises(ValueError, match="takes effect only with LongRoPE"):
         HookedTransformerConfig(**base, longrope_attention_factor=1.2)
+
+
+def test_olmo2_config_fields_that_contradict_are_named():
+    base = dict(n_layers=1, d_model=16, n_ctx=32, n_heads=2, normalization_type="RMS")
+    with pytest.raises(ValueError, match="excludes use_normalization_before_and_after"):
+        HookedTransformerConfig(
+            **base, use_post_norms_only=True, use_normalization_before_and_after=True
+        )
+    with pytest.raises(ValueError, match="needs a normalization_type"):
+        HookedTransformerConfig(**base | dict(normalization_type=None), use_post_norms_only=True)
+    with pytest.raises(ValueError, match="qk_norm_across_heads=True .* use_qk_norm=False"):
+        HookedTransformerConfig(**base, qk_norm_across_heads=True)

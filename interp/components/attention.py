@@ -2,7 +2,8 @@
 explicit, hookable one.
 
 One module covers every family, chosen by the config: grouped-query heads
-(``n_key_value_heads``), per-head query/key RMS norms (``use_qk_norm``), rotary embeddings,
+(``n_key_value_heads``), query/key RMS norms (``use_qk_norm``: per head, or across heads
+with ``qk_norm_across_heads``), rotary embeddings,
 the score divisor ``attn_scale``, soft-capped scores and a sliding window on "local" layers.
 The causal mask is built on the scores' own device, and the hooked score tensor is never
 masked in place.
@@ -92,9 +93,10 @@ class Attention(nn.Module):
             f"{kv_prefix}b_V", nn.Parameter(torch.zeros(kv, d, dtype=cfg.dtype))
         )
         self.b_O = nn.Parameter(torch.zeros(m, dtype=cfg.dtype))
-        if cfg.use_qk_norm:  # per head, over d_head
-            self.q_norm = RMSNorm(cfg, length=d)
-            self.k_norm = RMSNorm(cfg, length=d)
+        if cfg.use_qk_norm:  # per head, over d_head; or over every head at once (OLMo 2)
+            across = cfg.qk_norm_across_heads
+            self.q_norm = RMSNorm(cfg, length=h * d if across else d)
+            self.k_norm = RMSNorm(cfg, length=self.n_key_value_heads * d if across else d)
 
         self.hook_q = HookPoint()  # [batch, pos, n_heads, d_head]
         self.hook_k = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
@@ -193,7 +195,10 @@ class Attention(nn.Module):
         q = self.hook_q(self.project(query_input, self.W_Q, self.b_Q))
         k = self.hook_k(self.project(key_input, W_K, b_K))
         v = self.hook_v(self.project(value_input, W_V, b_V))
-        if self.cfg.use_qk_norm:
+        if self.cfg.use_qk_norm and self.cfg.qk_norm_across_heads:  # over n_heads * d_head
+            q = self.q_norm(q.flatten(-2)).unflatten(-1, q.shape[-2:])
+            k = self.k_norm(k.flatten(-2)).unflatten(-1, k.shape[-2:])
+        elif self.cfg.use_qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             query_positions, key_positions = self.positions(

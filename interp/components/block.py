@@ -31,7 +31,8 @@ class TransformerBlock(nn.Module):
 
     The config composes it: ``ln1``/``ln2`` are the norms ``normalization_type`` names;
     ``use_normalization_before_and_after`` adds ``ln1_post``/``ln2_post`` on the attention
-    and MLP outputs (``hook_attn_out``/``hook_mlp_out`` see them after that norm);
+    and MLP outputs (``hook_attn_out``/``hook_mlp_out`` see them after that norm), and
+    ``use_post_norms_only`` keeps those two alone (OLMo 2: ``ln1``/``ln2`` are identities);
     ``parallel_attn_mlp`` feeds ``resid_pre`` to both attention and MLP (there is then no
     ``hook_resid_mid``); attention-only blocks have no MLP; shortformer models add their
     position embeddings to the attention's query and key inputs. ``block_index`` picks the
@@ -47,15 +48,16 @@ class TransformerBlock(nn.Module):
         cfg = HookedTransformerConfig.unwrap(cfg)
         self.cfg = cfg
         self.block_index = block_index
-        sandwich = cfg.use_normalization_before_and_after
-        self.ln1 = make_norm(cfg)
+        # OLMo 2 (use_post_norms_only): the post-norms alone; ln1 and ln2 are identities.
+        sandwich = cfg.use_normalization_before_and_after or cfg.use_post_norms_only
+        self.ln1 = nn.Identity() if cfg.use_post_norms_only else make_norm(cfg)
         self.attn = Attention(cfg, layer_id=block_index)
         if sandwich:
             self.ln1_post = make_norm(cfg, weighted=True)
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
         if not cfg.attn_only:
-            self.ln2 = make_norm(cfg)
+            self.ln2 = nn.Identity() if cfg.use_post_norms_only else make_norm(cfg)
             self.mlp = MLP(cfg)
             if sandwich:
                 self.ln2_post = make_norm(cfg, weighted=True)
@@ -150,7 +152,7 @@ class TransformerBlock(nn.Module):
             key_positions=positions,
         )
         del query_input, key_input, value_input  # freed before the MLP allocates its own
-        if self.cfg.use_normalization_before_and_after:
+        if self.cfg.use_normalization_before_and_after or self.cfg.use_post_norms_only:
             attn_out = self.ln1_post(attn_out)
         attn_out = self.hook_attn_out(attn_out)
         if self.cfg.attn_only:
@@ -207,6 +209,6 @@ class TransformerBlock(nn.Module):
         if self.cfg.use_hook_mlp_in:
             mlp_in = self.hook_mlp_in(mlp_in.clone())
         mlp_out = self.mlp(self.ln2(mlp_in))
-        if self.cfg.use_normalization_before_and_after:
+        if self.cfg.use_normalization_before_and_after or self.cfg.use_post_norms_only:
             mlp_out = self.ln2_post(mlp_out)
         return self.hook_mlp_out(mlp_out)

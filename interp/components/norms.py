@@ -110,7 +110,8 @@ class RMSNorm(RMSNormPre):
     Hugging Face's ``LlamaRMSNorm`` the normalised input is cast back to the input's dtype
     before it is multiplied by ``w``. With ``cfg.rmsnorm_uses_offset`` (Gemma) it scales by
     ``1 + w`` instead (``w`` starts at 0), multiplying in float32 and casting once, as
-    ``Gemma2RMSNorm``/``Gemma3RMSNorm`` do.
+    ``Gemma2RMSNorm``/``Gemma3RMSNorm`` do; ``cfg.rmsnorm_weight_in_float32`` multiplies by
+    ``w`` in float32 and casts once, as ``Olmo2RMSNorm`` does.
 
     Example:
         >>> RMSNorm(cfg)(x)   # == transformers' LlamaRMSNorm with the same weight
@@ -119,12 +120,15 @@ class RMSNorm(RMSNormPre):
     def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
         super().__init__(cfg, length)
         self.offset = self.cfg.rmsnorm_uses_offset
+        self.weight_in_float32 = self.cfg.rmsnorm_weight_in_float32
         init = torch.zeros if self.offset else torch.ones
         self.w = nn.Parameter(init(self.length, dtype=self.cfg.dtype))
 
     def forward(self, x: Float[Tensor, "... length"]) -> Float[Tensor, "... length"]:
         if self.offset:
             return (self.normalize(x) * (1.0 + self.w.float())).to(x.dtype)
+        if self.weight_in_float32:  # OLMo 2's: multiplied in float32, then cast
+            return (self.normalize(x) * self.w.float()).to(x.dtype)
         return self.normalize(x).to(x.dtype) * self.w
 
 

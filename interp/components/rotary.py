@@ -93,7 +93,8 @@ def longrope_frequencies(
 
 class RotaryEmbedding:
     """Rotates the first ``rotary_dim`` dimensions of each head; the rest pass through
-    (with ``longrope``, Phi 3's LongRoPE picks the frequencies on each call).
+    (with ``longrope``, Phi 3's LongRoPE picks the frequencies on each call; ``in_float32``
+    rotates half-precision inputs in float32 and casts once, as OLMo 2 does).
 
     ``adjacent_pairs=False`` rotates dimension ``i`` with ``i + rotary_dim / 2`` (GPT-NeoX,
     Llama, Hugging Face's ``rotate_half``); ``True`` rotates ``2i`` with ``2i + 1`` (GPT-J).
@@ -110,12 +111,14 @@ class RotaryEmbedding:
         inv_freq: Float[Tensor, " half_rotary_dim"],
         adjacent_pairs: bool = False,
         longrope: LongRopeScaling | None = None,
+        in_float32: bool = False,
     ):
         self.inv_freq = inv_freq
         self.rotary_dim = 2 * inv_freq.shape[0]
         self.adjacent_pairs = adjacent_pairs
         self._on_device: dict[torch.device, Tensor] = {}
         self.longrope = longrope  # LongRoPE: inv_freq holds the short factors' frequencies
+        self.in_float32 = in_float32  # half precision rotated in float32, cast once (OLMo 2)
         self._long_on_device: dict[torch.device, Tensor] = {}
 
     @classmethod
@@ -153,8 +156,8 @@ class RotaryEmbedding:
             longrope = LongRopeScaling(
                 long_inv_freq, cfg.longrope_original_ctx_len, cfg.longrope_attention_factor
             )
-            return cls(inv_freq, cfg.rotary_adjacent_pairs, longrope)
-        return cls(inv_freq, cfg.rotary_adjacent_pairs)
+            return cls(inv_freq, cfg.rotary_adjacent_pairs, longrope, cfg.rotary_in_float32)
+        return cls(inv_freq, cfg.rotary_adjacent_pairs, in_float32=cfg.rotary_in_float32)
 
     def cos_sin(
         self, positions: Int[Tensor, "batch_or_1 pos"], dtype: torch.dtype
@@ -185,9 +188,10 @@ class RotaryEmbedding:
         x: Float[Tensor, "batch pos n_heads d_head"],
         positions: Int[Tensor, "batch_or_1 pos"],
     ) -> Float[Tensor, "batch pos n_heads d_head"]:
-        cos, sin = self.cos_sin(positions, x.dtype)
+        half = x.dtype in (torch.float16, torch.bfloat16)
+        cos, sin = self.cos_sin(positions, torch.float32 if self.in_float32 and half else x.dtype)
         rotating, passing = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
-        rotated = rotating * cos + self._rotate(rotating) * sin
+        rotated = (rotating * cos + self._rotate(rotating) * sin).to(x.dtype)
         return torch.cat([rotated, passing], dim=-1) if passing.shape[-1] else rotated
 
     def _rotate(self, x: Tensor) -> Tensor:

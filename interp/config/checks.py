@@ -89,6 +89,10 @@ _BOOLS = tuple(
     "use_qk_norm",
     "rmsnorm_uses_offset",
     "attn_scores_float32",
+    "use_post_norms_only",
+    "qk_norm_across_heads",
+    "rmsnorm_weight_in_float32",
+    "rotary_in_float32",
 )
 
 
@@ -199,6 +203,20 @@ def check_blocks(cfg: HookedTransformerConfig) -> None:
             "use_normalization_before_and_after=True adds norms after attention and the "
             "MLP, but normalization_type=None has no norm; set normalization_type (e.g. "
             "'RMS') or use_normalization_before_and_after=False."
+        )
+    if cfg.use_post_norms_only and (
+        cfg.use_normalization_before_and_after or cfg.normalization_type is None
+    ):
+        raise ValueError(
+            "use_post_norms_only=True keeps only the norms after attention and the MLP; it "
+            "needs a normalization_type and excludes use_normalization_before_and_after "
+            f"(got normalization_type={cfg.normalization_type!r}, "
+            f"use_normalization_before_and_after={cfg.use_normalization_before_and_after})."
+        )
+    if cfg.qk_norm_across_heads and not cfg.use_qk_norm:
+        raise ValueError(
+            "qk_norm_across_heads=True says how the QK norms normalise, but use_qk_norm=False "
+            "has none; set use_qk_norm=True or qk_norm_across_heads=False."
         )
     if cfg.rmsnorm_uses_offset and cfg.normalization_type in ("LN", "LNPre"):
         raise ValueError(

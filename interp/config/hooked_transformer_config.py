@@ -173,6 +173,14 @@ class HookedTransformerConfig:
     longrope_long_factor: list[float] | None = None
     longrope_original_ctx_len: int | None = None
     longrope_attention_factor: float = 1.0
+    # interp's own, OLMo 2's: the norms ln1_post/ln2_post after attention and the MLP and
+    # none before them; and QK norms over all heads' features of a position at once.
+    use_post_norms_only: bool = False
+    qk_norm_across_heads: bool = False
+    # interp's own: RMS norms multiply by w in float32 and cast once (OLMo 2's rounding).
+    rmsnorm_weight_in_float32: bool = False
+    # interp's own: half-precision queries and keys rotated in float32, cast once (OLMo 2's).
+    rotary_in_float32: bool = False
     init_range: float = 0.02  # weights ~ N(0, init_range) at initialisation
     # Free-form facts about where the weights came from (not used by the forward pass).
     extra: dict[str, Any] = field(default_factory=dict)

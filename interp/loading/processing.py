@@ -48,6 +48,11 @@ def _fold_ln_problem(model: Any) -> str | None:
             "fold_ln cannot fold ln1 into W_Q/W_K of a shortformer model: its position "
             "embeddings are added after ln1, and folding would scale them too"
         )
+    if cfg.use_post_norms_only:
+        return (
+            "fold_ln cannot fold OLMo 2's norms (use_post_norms_only): they normalise the "
+            "attention and MLP outputs, so no layer reads them linearly"
+        )
     if cfg.normalization_type not in ("LN", "LNPre", "RMS", "RMSPre"):
         return (
             f"fold_ln needs a model with layer norms or RMS norms (normalization_type "

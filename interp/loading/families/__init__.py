@@ -17,6 +17,7 @@ from interp.loading.families.gpt_neo import GPT_NEO
 from interp.loading.families.gptj import GPTJ
 from interp.loading.families.llama import LLAMA, MISTRAL
 from interp.loading.families.neox import NEOX
+from interp.loading.families.olmo2 import OLMO2
 from interp.loading.families.opt import OPT
 from interp.loading.families.phi import PHI
 from interp.loading.families.phi3 import PHI3
@@ -24,6 +25,7 @@ from interp.loading.families.qwen import QWEN2, QWEN3
 
 FAMILIES = (
     NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, GEMMA3, OPT, GPT_NEO, GPTJ, PHI, PHI3,
+    OLMO2,
 )  # fmt: skip
 GPT2_ARCHITECTURES = ("GPT2LMHeadModel",)
 SUPPORTED_ARCHITECTURES = GPT2_ARCHITECTURES + tuple(
