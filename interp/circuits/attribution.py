@@ -1,15 +1,16 @@
 """``attribute``: the attribution graph of one prompt, as circuit-tracer 0.5.0 computes it.
 
-1. One frozen forward (``ReplacementModel.linearized``) records every transcoder's input and
-   the MLP outputs: the active features (position 0 zeroed), their encoder and
-   activation-scaled decoder vectors, the error nodes (MLP output minus reconstruction) and
-   the logit targets.
-2. A second frozen forward runs the prompt ``batch`` times; each backward pass computes up
-   to ``batch`` rows at once: a feature's row injects its encoder vector as the gradient of
-   the transcoder input at (layer, pos); a logit's row injects its demeaned unembedding
-   column after ``ln_final``. The gradient at every transcoder output, dotted with each
-   source's decoder (or error) vector, and at ``hook_embed`` with each token's embedding,
-   is the direct effect of that source on the row's node.
+1. One frozen forward (``ReplacementModel.linearized``), at batch 1, records every
+   transcoder's input and the MLP outputs: the active features (position 0 zeroed), their
+   encoder and activation-scaled decoder vectors, the error nodes (MLP output minus
+   reconstruction) and the logit targets.
+2. Each backward pass computes up to ``batch_size`` rows at once, the gradients batched by
+   ``torch.autograd.grad(is_grads_batched=True)`` over that one forward (circuit-tracer
+   runs the forward ``batch_size`` times instead): a feature's row injects its encoder
+   vector as the gradient of the transcoder input at (layer, pos); a logit's row injects
+   its demeaned unembedding column after ``ln_final``. The gradient at every transcoder
+   output, dotted with each source's decoder (or error) vector, and at ``hook_embed`` with
+   each token's embedding, is the direct effect of that source on the row's node.
 3. With ``max_feature_nodes``, features are visited in order of their influence on the
    logits through the rows computed so far, re-ranked every ``update_interval`` batches.
 
@@ -33,7 +34,6 @@ from interp.circuits.graph import Graph, LogitTarget, compute_partial_influences
 from interp.circuits.replacement_model import LinearizedRun, ReplacementModel
 
 logger = logging.getLogger(__name__)
-_CHUNK = 1 << 24  # elements of one gathered-gradient block
 
 
 class CustomTarget(NamedTuple):
@@ -135,12 +135,22 @@ def _logit_targets(
 
 class _Writes(NamedTuple):
     """What the active features write to one layer's transcoder output: for each (feature,
-    this layer) pair, the feature's column, its position and its activation-scaled decoder
-    vector (per-layer transcoders: the layer's own features; CLTs: every earlier layer's)."""
+    this layer) pair, the feature's column and its activation-scaled decoder vector
+    (per-layer transcoders: the layer's own features; CLTs: every earlier layer's), sorted
+    by position: those at position ``p`` are ``offsets[p]:offsets[p + 1]``."""
 
     columns: Int[Tensor, " n"]
-    positions: Int[Tensor, " n"]
     vectors: Float[Tensor, "n d_model"]
+    offsets: list[int]
+
+    @staticmethod
+    def by_position(columns: Tensor, positions: Tensor, vectors: Tensor, n_pos: int) -> _Writes:
+        order = torch.argsort(positions, stable=True)
+        counts = torch.bincount(positions, minlength=n_pos).tolist()
+        offsets = [0]
+        for count in counts:
+            offsets.append(offsets[-1] + count)
+        return _Writes(columns[order], vectors[order], offsets)
 
 
 class _Sources(NamedTuple):
@@ -185,7 +195,9 @@ def _find_sources(model: ReplacementModel, tokens: Tensor, run: LinearizedRun) -
             tcs.decoder_vectors(i, feature[layer == i], target) * values[layer == i, None]
             for i in writers
         ]
-        writes.append(_Writes(columns[mask], pos[mask], torch.cat(vectors)))
+        writes.append(
+            _Writes.by_position(columns[mask], pos[mask], torch.cat(vectors), len(tokens))
+        )
     return _Sources(active, values, encoders, writes, torch.stack(errors), model.W_E[tokens])
 
 
@@ -204,29 +216,33 @@ def _gradient_rows(
     (layer ``n_layers``: after ``ln_final``)."""
     n_layers, n_pos = model.cfg.n_layers, len(sources.tokens)
     n_features = len(sources.active)
-    batch = final.shape[0]
-    rows_of = torch.arange(len(layers), device=final.device)
+    batch = len(layers)
+    rows_of = torch.arange(batch, device=final.device)
     outputs, grad_outputs = [], []
     for layer in layers.unique().tolist():
-        tensor = final if layer == n_layers else run.inputs[layer]
+        tensor = final if layer == n_layers else run.inputs[layer]  # [1, pos, d_model]
         mask = layers == layer
-        grad = torch.zeros_like(tensor)
-        grad[rows_of[mask], positions[mask]] = inject[mask].to(tensor.dtype)
+        grad = tensor.new_zeros(batch, *tensor.shape)  # one gradient a row, batched by vmap
+        grad[rows_of[mask], 0, positions[mask]] = inject[mask].to(tensor.dtype)
         outputs.append(tensor)
         grad_outputs.append(grad)
     sinks = [*run.outputs, run.embed[0]]
-    grads = torch.autograd.grad(outputs, sinks, grad_outputs, retain_graph=True, allow_unused=True)
+    grads = torch.autograd.grad(
+        outputs, sinks, grad_outputs, retain_graph=True, allow_unused=True, is_grads_batched=True
+    )
+    grads = [None if grad is None else grad[:, 0] for grad in grads]  # [batch, pos, d_model]
     rows = torch.zeros(batch, n_features + (n_layers + 1) * n_pos, dtype=dtype, device=final.device)
     for layer, grad in enumerate(grads[:n_layers]):
         if grad is None:
             continue
         grad = grad.to(dtype)
-        writes = sources.writes[layer]
-        step = max(1, _CHUNK // (batch * grad.shape[-1]))
-        for s in range(0, len(writes.columns), step):
-            gathered = grad[:, writes.positions[s : s + step]]  # [batch, chunk, d_model]
-            effects = torch.einsum("bfd,fd->bf", gathered, writes.vectors[s : s + step].to(dtype))
-            rows.index_add_(1, writes.columns[s : s + step], effects)
+        writes, effects = sources.writes[layer], []
+        for pos in range(n_pos):  # the gradient at pos against the vectors written there
+            start, end = writes.offsets[pos], writes.offsets[pos + 1]
+            if end > start:
+                effects.append(grad[:, pos] @ writes.vectors[start:end].to(dtype).T)
+        if effects:
+            rows.index_add_(1, writes.columns, torch.cat(effects, dim=1))
         error_col = n_features + layer * n_pos
         errors = sources.errors[layer].to(dtype)
         rows[:, error_col : error_col + n_pos] = torch.einsum("bpd,pd->bp", grad, errors)
@@ -234,7 +250,7 @@ def _gradient_rows(
         token_col = n_features + n_layers * n_pos
         token_vectors = sources.tokens.to(dtype)
         rows[:, token_col:] = torch.einsum("bpd,pd->bp", grads[n_layers].to(dtype), token_vectors)
-    return rows[: len(layers)]
+    return rows
 
 
 def _check_arguments(
@@ -281,8 +297,8 @@ def attribute(
     n_layers, n_pos = model.cfg.n_layers, len(tokens)
     dtype = torch.promote_types(torch.float32, model.cfg.dtype)
     with model.linearized() as run:
+        final = model.run_linearized(tokens[None])  # one forward; backward is batched
         with torch.no_grad():
-            final = model.run_linearized(tokens[None])
             logits = model.unembed(final[:, -1:])[0, -1]  # soft-capped, as the model's
         sources = _find_sources(model, tokens, run)
         targets = _logit_targets(
@@ -291,8 +307,6 @@ def attribute(
         n_active, n_logits = len(sources.active), len(targets.targets)
         n_visit = min(max_feature_nodes or n_active, n_active)
         logger.info("%d active features; visiting %d, %d logits", n_active, n_visit, n_logits)
-        batch = min(batch_size, max(n_visit, n_logits))
-        final = model.run_linearized(tokens.expand(batch, -1))
 
         logit_offset = n_active + (n_layers + 1) * n_pos
         edge_rows = torch.zeros(n_visit + n_logits, logit_offset + n_logits, dtype=dtype)
@@ -303,8 +317,8 @@ def attribute(
             edge_rows[first_row : first_row + len(rows), :logit_offset] = rows.cpu()
 
         device = final.device
-        for start in range(0, n_logits, batch):
-            vectors = targets.vectors[start : start + batch]
+        for start in range(0, n_logits, batch_size):
+            vectors = targets.vectors[start : start + batch_size]
             k = len(vectors)
             layers = torch.full((k,), n_layers, device=device)
             compute(layers, torch.full((k,), n_pos - 1, device=device), vectors, start)
@@ -324,8 +338,8 @@ def attribute(
                 rank = torch.argsort(influence[:n_active], descending=True)
                 queue = min(update_interval * batch_size, n_visit - n_visited)
                 pending = rank[~visited[rank]][:queue]
-            for start in range(0, len(pending), batch):
-                chunk = pending[start : start + batch]
+            for start in range(0, len(pending), batch_size):
+                chunk = pending[start : start + batch_size]
                 idx = chunk.to(device)
                 compute(feature_layer[idx], feature_pos[idx], sources.encoders[idx], next_row)
                 row_to_node[next_row : next_row + len(chunk)] = chunk
