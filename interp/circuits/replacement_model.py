@@ -74,7 +74,7 @@ class ReplacementModel:
     ) -> ReplacementModel:
         """Load ``name_or_folder`` with ``HookedTransformer.from_pretrained_no_processing``
         (circuit-tracer loads without folding or centring too), then ``from_model``."""
-        from interp import HookedTransformer
+        from interp.model import HookedTransformer
 
         model = HookedTransformer.from_pretrained_no_processing(name_or_folder, **kwargs)
         return cls.from_model(model, transcoders)
