@@ -145,7 +145,6 @@ def test_initializer_range_is_init_range():
         ("n_devices", 2, "1"),
         ("init_mode", "xavier_uniform", "'gpt2'"),
         ("num_experts", 8, "None"),
-        ("post_embedding_ln", True, "False"),
         ("use_yarn_rope", True, "False"),
     ],
 )
@@ -293,9 +292,9 @@ ROTARY = dict(positional_embedding_type="rotary")
             "use_attn_scale=False divides the scores by 1, but attn_scale=8.0",
         ),
         (
-            dict(positional_embedding_type="alibi"),
-            "positional_embedding_type='alibi' is not supported (interp has no alibi "
-            "embeddings); use one of ('standard', 'rotary', 'shortformer').",
+            dict(positional_embedding_type="sinusoidal"),
+            "positional_embedding_type='sinusoidal' is not supported; use one of ('standard', "
+            "'rotary', 'shortformer', 'alibi').",
         ),
     ],
 )

@@ -62,6 +62,11 @@ def olmo2(**kwargs) -> transformers.Olmo2ForCausalLM:
     )
 
 
+def bloom(**kwargs) -> transformers.BloomForCausalLM:
+    fields = dict(vocab_size=VOCAB, hidden_size=64, n_layer=2) | kwargs
+    return transformers.BloomForCausalLM(transformers.BloomConfig(**fields))
+
+
 NEO_LOCAL_SECOND = [[["global", "local"], 1]]
 CASES = {
     "gemma-mqa-tied-legacy-gelu": Case(
@@ -129,6 +134,10 @@ CASES = {
                 original_max_position_embeddings=32,
             ),
         )
+    ),
+    "bloom-alibi-6-heads": Case(lambda: bloom(n_head=6, hidden_size=48), sdpa=False),  # not 2**k
+    "bloom-alibi-4-heads-untied": Case(
+        lambda: bloom(n_head=4, tie_word_embeddings=False), sdpa=False
     ),
 }
 # LongRoPE's frequencies change, for every position, once the longest row passes the original
@@ -212,6 +221,15 @@ def test_hard_parts_bite(loaded):
         assert model.blocks[0].attn.k_norm.w.shape == (n_kv * cfg.d_head,)
         with pytest.warns(UserWarning, match="fold_ln cannot fold OLMo 2's norms"):
             HookedTransformer.from_pretrained(loaded[2], tokenizer=None)
+    if cfg.positional_embedding_type == "alibi":  # slopes as Hugging Face's, any head count
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+        expected = build_alibi_tensor(torch.ones(1, 2), cfg.n_heads, torch.float32)[:, 0, 1]
+        assert torch.equal(model.blocks[0].attn.alibi_slopes, expected)
+        assert (
+            "embed.ln.hook_normalized" in model.hook_dict
+            and "hook_pos_embed" not in model.hook_dict
+        )
     if hf_class is transformers.OPTForCausalLM:  # positions start at row 2 of the table
         hf_model = hf_class.from_pretrained(loaded[2])
         table = hf_model.model.decoder.embed_positions.weight
@@ -277,7 +295,14 @@ def test_from_pretrained_processing_keeps_the_logits(tmp_path, case):
 
 
 @pytest.mark.parametrize(
-    "case", ["opt-biases-tied", "gpt-neo-window-3", "gptj-rotary-quarter", "olmo2-gqa2-post-norms"]
+    "case",
+    [
+        "opt-biases-tied",
+        "gpt-neo-window-3",
+        "gptj-rotary-quarter",
+        "olmo2-gqa2-post-norms",
+        "bloom-alibi-6-heads",
+    ],
 )
 def test_hooks_lists_transformer_lens_names(tmp_path, case, capsys):
     saved(tmp_path, case)
@@ -288,7 +313,7 @@ def test_hooks_lists_transformer_lens_names(tmp_path, case, capsys):
     listed = dict(line.split(maxsplit=1) for line in lines[1:])
     assert listed.keys() == model.hook_dict.keys()
     rotary = model.cfg.positional_embedding_type == "rotary"
-    assert ("hook_pos_embed" in listed) != rotary
+    assert ("hook_pos_embed" in listed) == (model.cfg.positional_embedding_type == "standard")
     assert ("blocks.0.attn.hook_rot_q" in listed) == rotary
     assert ("blocks.0.hook_resid_mid" in listed) != model.cfg.parallel_attn_mlp
     for name in ["blocks.1.attn.hook_pattern", "blocks.1.mlp.hook_post", "ln_final.hook_scale"]:
@@ -305,6 +330,12 @@ def test_hooks_lists_transformer_lens_names(tmp_path, case, capsys):
         ("gptj-rotary-quarter", "rotary_dim", 17, "'rotary_dim' is 17"),
         ("phi-partial-0.4", "qk_layernorm", True, "'qk_layernorm' is true"),
         ("phi3-gqa2-window-5", "sliding_window", 0, "'sliding_window' is 0"),
+        (
+            "bloom-alibi-6-heads",
+            "apply_residual_connection_post_layernorm",
+            True,
+            "'apply_residual_connection_post_layernorm' is true",
+        ),
         (
             "phi3-longrope-past-original-8",
             "rope_parameters",

@@ -193,7 +193,7 @@ class ResidDecompositionMixin:
     def _embedding_labels(self) -> list[str]:
         """The embeddings added to the stream: ``"embed"``, and ``"pos_embed"`` unless the
         model is rotary (positions rotate queries and keys instead)."""
-        rotary = self.model.cfg.positional_embedding_type == "rotary"
+        rotary = self.model.cfg.positional_embedding_type in ("rotary", "alibi")
         return ["embed"] if rotary else ["embed", "pos_embed"]
 
     def _attn_before_mlp(self, mlp_input: bool) -> bool:

@@ -11,6 +11,8 @@ masked in place.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
@@ -106,6 +108,11 @@ class Attention(nn.Module):
             self.rotary = RotaryEmbedding.from_config(cfg, layer_index, is_local)
             self.hook_rot_q = HookPoint()  # [batch, pos, n_heads, d_head]
             self.hook_rot_k = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
+        # ALiBi (BLOOM): each head's scores gain slope * key position (Hugging Face's form; by
+        # softmax's shift invariance the same pattern as slope * -(query - key)).
+        self.alibi_slopes = None
+        if cfg.positional_embedding_type == "alibi":
+            self.alibi_slopes = alibi_slopes(h)
         self.hook_attn_scores = HookPoint()  # [batch, n_heads, query_pos, key_pos]
         self.hook_pattern = HookPoint()  # [batch, n_heads, query_pos, key_pos]
         self.hook_z = HookPoint()  # [batch, pos, n_heads, d_head]
@@ -209,9 +216,11 @@ class Attention(nn.Module):
         if past_kv_cache_entry is not None:
             k, v = past_kv_cache_entry.extend(k, v)
 
-        # GPT-Neo's half-precision scores are float32 (cfg.attn_scores_float32): explicit only.
+        # GPT-Neo's half-precision scores are float32 (cfg.attn_scores_float32), and ALiBi
+        # biases the scores: the explicit path computes them.
         upcast = self.cfg.attn_scores_float32 and q.dtype in (torch.float16, torch.bfloat16)
-        if self.uses_fused_path() and additive_attention_mask is None and not upcast:
+        explicit_only = upcast or self.alibi_slopes is not None
+        if self.uses_fused_path() and additive_attention_mask is None and not explicit_only:
             z = self.fast_attention(q, k, v, key_padding_mask, allowed_keys)
         else:
             mask = allowed_keys
@@ -227,6 +236,15 @@ class Attention(nn.Module):
             return result.sum(dim=2) + self.b_O
         h, d, m = self.W_O.shape
         return affine(z.reshape(*z.shape[:2], h * d), self.W_O.reshape(h * d, m), self.b_O)
+
+    def alibi_bias(
+        self, key_len: int, device: torch.device
+    ) -> Float[Tensor, "1 n_heads 1 key_pos"]:
+        """ALiBi's bias, ``slope * key position`` (in float32): the keys' index, cached ones
+        included; a left-padded row's shift adds the same amount to each of its query's
+        scores, which the softmax ignores."""
+        slopes = self.alibi_slopes.to(device)
+        return (slopes[:, None] * torch.arange(key_len, device=device))[None, :, None, :]
 
     @staticmethod
     def read_attention_mask(
@@ -330,6 +348,8 @@ class Attention(nn.Module):
             q, k = q.float(), k.float()
         scores = torch.matmul(q.permute(2, 0, 1, 3), k.permute(2, 0, 3, 1)).transpose(0, 1)
         scores = scores.div_(self.cfg.attn_scale)
+        if self.alibi_slopes is not None:  # rounded once to v's dtype, as BLOOM's baddbmm
+            scores = (scores + self.alibi_bias(scores.shape[-1], scores.device)).to(v.dtype)
         cap = self.cfg.attn_scores_soft_cap
         if cap > 0:
             scores = torch.tanh(scores / cap) * cap
@@ -374,3 +394,25 @@ class Attention(nn.Module):
             if key_padding_mask is not None:  # a query that sees only padding attends to nothing
                 z = z.nan_to_num(0.0)
         return z.transpose(1, 2)
+
+
+def alibi_slopes(n_heads: int) -> Float[Tensor, " n_heads"]:
+    """ALiBi's slope per head, as Hugging Face's ``build_alibi_tensor``: the geometric series
+    ``2 ** (-8 i / n)`` for the largest power of two ``n <= n_heads``, then every other term
+    of the series for ``2 n`` for the remaining heads (a head count that is not a power of 2).
+
+    Example:
+        >>> alibi_slopes(4)
+        tensor([0.2500, 0.0625, 0.0156, 0.0039])
+    """
+    # On the CPU even inside ``torch.device("meta")``, as the rotary frequencies (not weights).
+    cpu = dict(dtype=torch.float32, device="cpu")
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), **cpu)
+    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32, device="cpu"))
+    if closest != n_heads:
+        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), **cpu)
+        remaining = min(closest, n_heads - closest)
+        odd = torch.arange(1, 1 + 2 * remaining, 2, dtype=torch.int32, device="cpu")
+        slopes = torch.cat([slopes, torch.pow(extra_base, odd)])
+    return slopes

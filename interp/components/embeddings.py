@@ -8,12 +8,14 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.components.activations import affine
+from interp.components.norms import LayerNorm
 from interp.config import HookedTransformerConfig
 from interp.utils.tensors import get_offset_position_ids
 
 
 class Embed(nn.Module):
-    """The token embeddings ``W_E[tokens]``.
+    """The token embeddings ``W_E[tokens]``; with ``cfg.post_embedding_ln`` (BLOOM) then a
+    layer norm, ``embed.ln``, as TransformerLens's.
 
     Example:
         >>> model.embed(tokens).shape   # [batch, pos, d_model]
@@ -23,8 +25,12 @@ class Embed(nn.Module):
         super().__init__()
         cfg = HookedTransformerConfig.unwrap(cfg)
         self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model, dtype=cfg.dtype))
+        if cfg.post_embedding_ln:
+            self.ln = LayerNorm(cfg)
 
     def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+        if hasattr(self, "ln"):
+            return self.ln(F.embedding(tokens, self.W_E))
         return F.embedding(tokens, self.W_E)
 
 

@@ -37,7 +37,8 @@ ACTIVATION_FUNCTIONS = (
 # "LNPre"/"RMSPre" are norms whose weights (and bias) were folded into the next layer.
 NORMALIZATION_TYPES = ("LN", "LNPre", "RMS", "RMSPre", None)
 # "shortformer": learned positions added to the query and key inputs only, not the residual.
-POSITIONAL_EMBEDDING_TYPES = ("standard", "rotary", "shortformer")
+# "alibi": no position embeddings; each head adds slope * key position to its scores (BLOOM).
+POSITIONAL_EMBEDDING_TYPES = ("standard", "rotary", "shortformer", "alibi")
 ATTENTION_TYPES = ("global", "local")
 # "bidirectional": every position attends to every key (no causal mask), as an encoder.
 ATTENTION_DIRECTIONS = ("causal", "bidirectional")
@@ -51,7 +52,6 @@ _ONLY_SUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "n_devices": ((1,), "multi-device splitting"),
     "scale_attn_by_inverse_layer_idx": ((False,), "attention scaled by 1/layer"),
     "final_rms": ((False,), "RMS final norm after layer-norm blocks"),
-    "post_embedding_ln": ((False,), "a layer norm after the embedding"),
     "load_in_4bit": ((False,), "4-bit weights"),
     "num_experts": ((None,), "mixture-of-experts MLPs"),
     "experts_per_token": ((None,), "mixture-of-experts MLPs"),
@@ -93,6 +93,7 @@ _BOOLS = tuple(
     "qk_norm_across_heads",
     "rmsnorm_weight_in_float32",
     "rotary_in_float32",
+    "post_embedding_ln",
 )
 
 
@@ -112,8 +113,8 @@ def check_choices(cfg: HookedTransformerConfig) -> None:
         )
     if cfg.positional_embedding_type not in POSITIONAL_EMBEDDING_TYPES:
         raise ValueError(
-            f"positional_embedding_type={cfg.positional_embedding_type!r} is not supported "
-            f"(interp has no alibi embeddings); use one of "
+            f"positional_embedding_type={cfg.positional_embedding_type!r} is not supported; "
+            f"use one of "
             f"{POSITIONAL_EMBEDDING_TYPES}."
         )
 

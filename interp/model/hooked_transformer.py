@@ -68,7 +68,8 @@ class HookedTransformer(
             self.hook_tokens = HookPoint()  # [batch, pos]: the input token ids
         self.embed = Embed(cfg)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
-        if cfg.positional_embedding_type != "rotary":  # rotary rotates q and k instead
+        # rotary rotates q and k instead; alibi biases the scores
+        if cfg.positional_embedding_type not in ("rotary", "alibi"):
             self.pos_embed = PosEmbed(cfg)
             self.hook_pos_embed = HookPoint()  # [batch, pos, d_model]
         self.blocks = nn.ModuleList(TransformerBlock(cfg, index) for index in range(cfg.n_layers))
@@ -240,7 +241,7 @@ class HookedTransformer(
         if self.cfg.use_hook_tokens:
             tokens = self.hook_tokens(tokens)
         embed = self.hook_embed(self.embed(tokens))  # [batch, pos, d_model]
-        if self.cfg.positional_embedding_type == "rotary":
+        if self.cfg.positional_embedding_type in ("rotary", "alibi"):
             return embed, tokens, None, attention_mask
         # Without padding every row has the same positions: one [pos, d_model] slice,
         # broadcast (not copied) over the batch.

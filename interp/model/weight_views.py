@@ -35,10 +35,11 @@ class WeightViewsMixin:
 
     @property
     def W_pos(self) -> Float[Tensor, "n_ctx d_model"]:
-        if self.cfg.positional_embedding_type == "rotary":
+        if self.cfg.positional_embedding_type in ("rotary", "alibi"):
             raise ValueError(
                 f"This model has {self.cfg.positional_embedding_type} position embeddings: "
-                "no W_pos (positions rotate the queries and keys inside attention)."
+                "no W_pos (positions act inside attention: rotating the queries and keys, or "
+                "biasing the scores)."
             )
         return self.pos_embed.W_pos
 
