@@ -1,0 +1,156 @@
+"""Time one attribution graph with interp.circuits and, when its Python is given, with
+circuit-tracer 0.5.0, on the same random weights and transcoders (a Llama-shaped model,
+per-layer skip transcoders in circuit-tracer's folder format), each in a fresh process:
+best-of-N wall time, the process's memory growth during attribution (peak RSS minus RSS
+before), and the largest difference of the two adjacency matrices.
+
+    python3 benchmarks/bench_circuits.py                                  # interp only
+    python3 benchmarks/bench_circuits.py --circuit-tracer /work/ct-venv/bin/python
+    python3 benchmarks/bench_circuits.py --smoke                          # tiny, seconds
+
+circuit-tracer's environment: see tests/circuit_tracer_reference/make_fixtures.py. The
+issue's shape is ``--layers 6 --d-model 512 --features 8192 --tokens 64``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "circuit_tracer_reference"
+
+# Runs in a fresh process: argv = side, folder, repeats, batch_size.
+RUNNER = r"""
+import json, resource, sys, time
+from pathlib import Path
+import torch
+side, folder, repeats, batch = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+cfg = json.loads((folder / "config.json").read_text())
+tokens = torch.tensor(json.loads((folder / "tokens.json").read_text()))
+from safetensors.torch import load_file
+state = load_file(folder / "model.safetensors")
+if side == "interp":
+    from interp import HookedTransformer, HookedTransformerConfig
+    from interp.circuits import ReplacementModel, attribute, load_transcoders
+    model = HookedTransformer(HookedTransformerConfig(**cfg))
+    model.load_state_dict(state, strict=False)
+    model = ReplacementModel.from_model(model, load_transcoders(folder / "tc"))
+else:
+    sys.path.insert(0, sys.argv[5])
+    import make_fixtures
+    from circuit_tracer import attribute
+    from circuit_tracer.utils.caching import load_transcoders_from_cache
+    tcs, _ = load_transcoders_from_cache("tc", cache_dir=folder, device=torch.device("cpu"),
+                                         lazy_decoder=False)
+    model = make_fixtures.replacement_model(cfg, state, tcs)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+best = float("inf")
+for _ in range(repeats):
+    start = time.perf_counter()
+    graph = attribute(tokens, model, batch_size=batch)
+    best = min(best, time.perf_counter() - start)
+growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+torch.save(graph.adjacency_matrix, folder / f"{side}.pt")
+print(json.dumps({"seconds": best, "growth_mib": growth / 1024,
+                  "features": len(graph.active_features)}))
+"""
+
+
+def write_inputs(folder: Path, args: argparse.Namespace) -> None:
+    """Random Llama-shaped weights (TransformerLens layout) and skip transcoders reading
+    ``mlp.hook_in`` and writing ``mlp.hook_out``, in circuit-tracer's folder format."""
+    from interp import HookedTransformer, HookedTransformerConfig
+    from interp.circuits import TranscoderSet
+    from interp.sae import SAE, SAEConfig
+
+    d, heads = args.d_model, max(2, args.d_model // 64)
+    cfg = dict(
+        n_layers=args.layers, d_model=d, n_heads=heads, d_head=d // heads, d_mlp=4 * d,
+        d_vocab=512, n_ctx=max(64, args.tokens), act_fn="silu", normalization_type="RMS",
+        positional_embedding_type="rotary", rotary_dim=d // heads, gated_mlp=True,
+        n_key_value_heads=heads // 2, final_rms=True,
+    )  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(cfg))
+    torch.manual_seed(0)
+    model = HookedTransformer(HookedTransformerConfig(**cfg))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".w"):
+                param.copy_(1 + 0.1 * torch.randn_like(param))
+            elif param.ndim > 1 and "W_E" not in name:
+                param.normal_(0, d**-0.5)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items() if "." in k and
+               not k.endswith(("IGNORE", "mask"))}, str(folder / "model.safetensors"))  # fmt: skip
+    saes = []
+    for layer in range(args.layers):
+        sae = SAE(SAEConfig(
+            d_in=d, d_sae=args.features, architecture="jumprelu_skip_transcoder",
+            hook_name=f"blocks.{layer}.mlp.hook_in", hook_name_out=f"blocks.{layer}.mlp.hook_out",
+            apply_b_dec_to_input=False,
+        ))  # fmt: skip
+        with torch.no_grad():  # about 1% of the features active a token
+            sae.W_enc.normal_(0, 1.0 / d**0.5)
+            sae.b_enc.fill_(-2.0)
+            sae.threshold.fill_(0.3)
+            sae.W_dec.normal_(0, 0.02)
+            sae.W_skip.normal_(0, 0.02)
+        saes.append(sae)
+    TranscoderSet.from_saes(saes, scan="bench").save(folder / "tc")
+    (folder / "tokens.json").write_text(json.dumps([0, *range(1, args.tokens)]))
+
+
+def run_side(side: str, python: str, folder: Path, args: argparse.Namespace) -> dict:
+    argv = [python, "-c", RUNNER, side, str(folder), str(args.repeats), str(args.batch_size)]
+    argv.append(str(FIXTURES))
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    cwd = ROOT if side == "interp" else folder  # circuit-tracer away from interp/tokenizers.py
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{side} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--features", type=int, default=2048)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--circuit-tracer", metavar="PYTHON", help="a Python with it installed")
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, one repeat")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.layers, args.d_model, args.features, args.tokens, args.repeats = 2, 64, 256, 8, 1
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_inputs(folder, args)
+        shape = f"{args.layers}x{args.d_model}, {args.features} features, {args.tokens} tokens"
+        ours = run_side("interp", sys.executable, folder, args)
+        print(f"shape: {shape}; {ours['features']} active features; {args.threads} thread(s)")
+        print(f"interp: {ours['seconds']:.3f} s, memory growth {ours['growth_mib']:.0f} MiB")
+        if args.circuit_tracer:
+            theirs = run_side("circuit_tracer", args.circuit_tracer, folder, args)
+            a, b = torch.load(folder / "interp.pt"), torch.load(folder / "circuit_tracer.pt")
+            diff = ((a - b).abs().max() / b.abs().max()).item()
+            print(f"circuit-tracer: {theirs['seconds']:.3f} s, memory growth "
+                  f"{theirs['growth_mib']:.0f} MiB")  # fmt: skip
+            print(f"time interp / circuit-tracer: {ours['seconds'] / theirs['seconds']:.3f}")
+            print(f"memory growth interp / circuit-tracer: "
+                  f"{ours['growth_mib'] / max(theirs['growth_mib'], 1e-9):.3f}")  # fmt: skip
+            print(f"max |A_interp - A_circuit_tracer| / max |A|: {diff:.2e}")
+
+
+if __name__ == "__main__":
+    main()
