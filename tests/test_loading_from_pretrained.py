@@ -34,7 +34,8 @@ SUPPORTED = ("gpt2", "distilgpt2", "EleutherAI/pythia", "EleutherAI/gpt-neox", "
              "Qwen/Qwen1.5", "Qwen/Qwen2", "Qwen/Qwen3", "Qwen/QwQ", "google/gemma-2-",
              "google/gemma-3-", "facebook/opt-", "EleutherAI/gpt-neo-", "EleutherAI/gpt-j-",
              "roneneldan/TinyStories-", "microsoft/phi-1", "microsoft/phi-2", "microsoft/Phi-3",
-             "microsoft/phi-4", "google/gemma-2b", "google/gemma-7b")  # fmt: skip
+             "microsoft/phi-4", "google/gemma-2b", "google/gemma-7b",
+             "bigscience/bloom-")  # fmt: skip
 
 
 def assert_same_fields(cfg: HookedTransformerConfig, expected: dict) -> None:

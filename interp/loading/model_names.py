@@ -218,6 +218,10 @@ MODEL_ALIASES: dict[str, list[str]] = {
     **_lowercase_aliases(_PHI_IDS),
     "microsoft/Phi-3-mini-4k-instruct": ["phi-3"],
     "microsoft/phi-4": ["phi-4"],
+    **{
+        f"bigscience/bloom-{size}": [f"bloom-{size}"]
+        for size in ("560m", "1b1", "1b7", "3b", "7b1")
+    },
     **_lowercase_aliases(_GEMMA_1_IDS),
 }
 OFFICIAL_MODEL_NAMES: list[str] = list(MODEL_ALIASES)
