@@ -52,10 +52,9 @@ class ReplacementModel:
         self.model = model
         self.transcoders = transcoders
         self._check()
-        gemma_3_it = "gemma-3" in str(model.cfg.model_name) and str(model.cfg.model_name).endswith(
-            "-it"
-        )
-        self.zero_positions = slice(0, 4) if gemma_3_it else slice(0, 1)
+        name = str(model.cfg.model_name)
+        gemma_3_it = "gemma-3" in name and name.endswith("-it")  # <bos><start_of_turn>user\n
+        self.zero_positions = slice(0, 4) if gemma_3_it else slice(0, 1)  # features, errors
 
     @classmethod
     def from_model(

@@ -10,6 +10,12 @@ circuit-tracer's folder: ``config.yaml`` (``model_kind: transcoder_set``,
 holding ``W_enc`` / ``W_dec`` ``[d_transcoder, d_model]``, ``b_enc``, ``b_dec``, optional
 ``activation_function.threshold`` (JumpReLU) and ``W_skip`` ``[d_model, d_model]``.
 
+Where circuit-tracer (on TransformerLens 3) differs: LayerNorm's ``hook_normalized`` is
+after its weight and bias here (TransformerLens 2.x) but before them there, so a set that
+reads ``ln2.hook_normalized`` of a LayerNorm model sees other inputs (RMSNorm's is before
+the weight in both); JumpReLU here is ``relu(x) * (x > threshold)`` and TopK keeps the
+ReLU of the top k, so thresholds below zero or negative top-k values differ.
+
 Example:
     >>> transcoders = load_transcoders("path/to/transcoder_set")      # config.yaml + layers
     >>> transcoders = TranscoderSet.from_saes([SAE.load(f"tc/layer_{i}") for i in range(6)])
