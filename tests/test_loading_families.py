@@ -56,6 +56,9 @@ def test_alias_table_equals_transformer_lens_for_the_supported_families():
     families += ("mistralai/Mistral-7B-Instruct-v0.1", "mistralai/Mistral-Nemo", "gpt2", "distil")
     families += ("NeelNanda/", "ArthurConmy/", "meta-llama/Llama-2", "codellama/", "Qwen/Qwen1.5")
     families += ("EleutherAI/gpt-neox", "mistralai/Mistral-Small", "Qwen/QwQ")
+    families += ("facebook/opt-", "EleutherAI/gpt-neo-", "EleutherAI/gpt-j-", "roneneldan/")
+    families += ("microsoft/phi-1", "microsoft/phi-2", "microsoft/Phi-3", "microsoft/phi-4")
+    families += ("google/gemma-2b", "google/gemma-7b", "bigscience/bloom-")
     theirs = {
         name: tl.MODEL_ALIASES.get(name, [])
         for name in tl.OFFICIAL_MODEL_NAMES
