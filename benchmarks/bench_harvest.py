@@ -1,7 +1,9 @@
 """Speed of ``interp.harvest`` as ratios, on a GPT-2-small-shaped random model.
 
 - harvesting the last block's residual stream (tokens/s) against the loop people write by
-  hand: ``run_with_cache(tokens, names_filter=hook)`` and ``torch.save`` per batch;
+  hand: ``run_with_cache(tokens, names_filter=hook)`` and ``torch.save`` per batch; both
+  also with ``run_with_cache``'s CPU storage pool off (``interp.cache_memory``), with the
+  minor page faults of one run of each;
 - harvesting block 1 of 12 against harvesting the last block (the forward stops at the
   deepest hook, so block 1 should cost at most 0.25x);
 - two processes under ``torchrun`` (gloo, one thread each) against one process (as many
@@ -15,6 +17,7 @@ environment has 4.x.
     python benchmarks/bench_harvest.py                 # GPT-2-small shape, CPU
     python benchmarks/bench_harvest.py --device cuda   # on a GPU (pinned buffers, async copies)
     python benchmarks/bench_harvest.py --smoke         # tiny shapes, seconds (run by the tests)
+    python benchmarks/bench_harvest.py --keep-freed-memory   # glibc keeps freed memory (opt-in)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_model import fault_counts, memory_setting, reusing
 from timing import best_times
 
 import interp
@@ -154,6 +158,11 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, a few seconds")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="interp.malloc_tuning.keep_freed_memory() first (glibc keeps what it frees)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -161,9 +170,10 @@ def main() -> None:
     if args.worker:
         return worker(args)
     shape = SMOKE if args.smoke else FULL
+    allocator = memory_setting(args.keep_freed_memory)
     print(
         f"bench_harvest: {shape.description}, batch {shape.batch_size}, {args.device}, "
-        f"{torch.get_num_threads()} threads, best of {args.repeats}"
+        f"{torch.get_num_threads()} threads, best of {args.repeats}, {allocator}"
     )
     model = build_model(shape, args.device)
     last, first = f"blocks.{shape.n_layers - 1}.hook_resid_post", "blocks.1.hook_resid_post"
@@ -179,14 +189,24 @@ def main() -> None:
             "harvest block 1": lambda out: harvest(model, data, first, out, **options),
             "plain loop": lambda out: plain_loop(model, data, last, shape.batch_size, out),
         }
-        times = best_times(
-            {name: in_fresh_folder(run) for name, run in runs.items()}, args.repeats, args.device
-        )
+        contenders = {name: reusing(True, in_fresh_folder(run)) for name, run in runs.items()}
+        for name in ("harvest last", "plain loop"):
+            contenders[f"{name}, no pool"] = reusing(False, in_fresh_folder(runs[name]))
+        times = best_times(contenders, args.repeats, args.device)
         tokens = shape.n_sequences * shape.seq_len
         print(f"harvest tokens/s, last block: {tokens / times['harvest last']:.0f}")
         print(f"plain loop tokens/s, last block: {tokens / times['plain loop']:.0f}")
         ratio = times["plain loop"] / times["harvest last"]
         print(f"speed, harvest / plain run_with_cache + torch.save loop: {ratio:.3f}")
+        ratio = times["plain loop, no pool"] / times["harvest last, no pool"]
+        print(f"the same, storage pool off in both: {ratio:.3f}")
+        for name in ("harvest last", "plain loop"):
+            gain = times[f"{name}, no pool"] / times[name]
+            print(f"speed, {name} with the storage pool / without: {gain:.3f}")
+        if args.device == "cpu":
+            faults = fault_counts({name: contenders[name] for name in sorted(contenders)})
+            counts = "; ".join(f"{name} {count:,}" for name, count in faults.items())
+            print(f"minor page faults of one run: {counts}")
         ratio = times["harvest block 1"] / times["harvest last"]
         print(
             f"time, harvest block 1 / harvest block {shape.n_layers - 1}: {ratio:.3f} "
