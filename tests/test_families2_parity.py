@@ -387,3 +387,43 @@ def test_olmo2_config_fields_that_contradict_are_named():
         HookedTransformerConfig(**base | dict(normalization_type=None), use_post_norms_only=True)
     with pytest.raises(ValueError, match="qk_norm_across_heads=True .* use_qk_norm=False"):
         HookedTransformerConfig(**base, qk_norm_across_heads=True)
+
+
+PATCH_SWEEPS = [
+    ("get_act_patch_resid_pre", "resid_pre", "layer_pos_patch_setter", "lp"),
+    ("get_act_patch_attn_out", "attn_out", "layer_pos_patch_setter", "lp"),
+    ("get_act_patch_attn_head_k_by_pos", "k", "layer_pos_head_vector_patch_setter", "lph"),
+]
+
+
+@pytest.mark.parametrize("sweep_args", PATCH_SWEEPS, ids=[s[0] for s in PATCH_SWEEPS])
+@pytest.mark.parametrize(
+    "case", ["bloom-alibi-6-heads", "olmo2-gqa2-post-norms", "gpt-neo-window-3"]
+)
+def test_batched_patching_equals_one_forward_per_index(tmp_path, case, sweep_args):
+    """Packed patching runs (prompt positions kept, restarting from cached keys) equal one
+    forward per index on ALiBi, OLMo 2's norms and GPT-Neo's windows."""
+    from interp import patching
+    from interp.patching import LogitDiff
+    from tests.test_patching import naive_patch
+
+    function_name, activation, setter_name, kind = sweep_args
+    saved(tmp_path, case)
+    model = HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None).eval()
+    clean = tokens()[:, :8]
+    corrupted = clean.clone()
+    corrupted[:, 2] = (clean[:, 2] + 7) % VOCAB
+    corrupted[:, 5] = (clean[:, 5] + 3) % VOCAB
+    metric = LogitDiff(torch.tensor([[3, 9], [11, 4]]))
+    with torch.no_grad():
+        _, clean_cache = model.run_with_cache(clean)
+    n_heads = model.cfg.n_heads if activation != "k" else model.cfg.n_key_value_heads
+    sizes = {"l": model.cfg.n_layers, "p": clean.shape[1], "h": n_heads or model.cfg.n_heads}
+    shape = tuple(sizes[axis] for axis in kind)
+    setter = getattr(patching, setter_name)
+    with torch.no_grad():
+        expected = naive_patch(model, corrupted, clean_cache, metric, setter, activation, shape)
+    sweep = getattr(patching, function_name)
+    result = sweep(model, corrupted, clean_cache, metric, max_batch_size=6, progress=False)
+    torch.testing.assert_close(result.as_subclass(torch.Tensor), expected, atol=1e-5, rtol=0)
+    assert (expected - expected.flatten()[0]).abs().max() > 1e-3  # the patches do something

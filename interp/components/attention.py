@@ -207,6 +207,14 @@ class Attention(nn.Module):
             k = self.k_norm(k.flatten(-2)).unflatten(-1, k.shape[-2:])
         elif self.cfg.use_qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
+        alibi = None
+        if self.alibi_slopes is not None:  # slope * each key's position, cached keys' too
+            _, key_positions = self.positions(
+                q.shape[1], k.shape[1], past_len, query_positions, key_positions, q.device
+            )
+            alibi = self.alibi_bias(
+                self.all_key_positions(past_len, key_positions, key_padding_mask)
+            )
         if self.rotary is not None:
             query_positions, key_positions = self.positions(
                 q.shape[1], k.shape[1], past_len, query_positions, key_positions, q.device
@@ -227,7 +235,7 @@ class Attention(nn.Module):
             if mask is None:
                 mask = self.attention_mask(q.shape[1], k.shape[1], key_padding_mask, q.device)
             padded = key_padding_mask is not None or additive_attention_mask is not None
-            z = self.explicit_attention(q, k, v, mask, padded, additive_attention_mask)
+            z = self.explicit_attention(q, k, v, mask, padded, additive_attention_mask, alibi)
         del q, k, v  # freed before the output projection allocates its own
         z = self.hook_z(z)  # [batch, query_pos, n_heads, d_head]
 
@@ -238,13 +246,30 @@ class Attention(nn.Module):
         return affine(z.reshape(*z.shape[:2], h * d), self.W_O.reshape(h * d, m), self.b_O)
 
     def alibi_bias(
-        self, key_len: int, device: torch.device
-    ) -> Float[Tensor, "1 n_heads 1 key_pos"]:
-        """ALiBi's bias, ``slope * key position`` (in float32): the keys' index, cached ones
-        included; a left-padded row's shift adds the same amount to each of its query's
-        scores, which the softmax ignores."""
-        slopes = self.alibi_slopes.to(device)
-        return (slopes[:, None] * torch.arange(key_len, device=device))[None, :, None, :]
+        self, key_positions: Int[Tensor, "batch_or_1 key_pos"]
+    ) -> Float[Tensor, "batch_or_1 n_heads 1 key_pos"]:
+        """ALiBi's bias, ``slope * key position`` in float32, as Hugging Face's BLOOM adds it
+        (the same pattern as ``slope * -(query - key)``: the softmax ignores what is the
+        same for every key of a query)."""
+        slopes = self.alibi_slopes.to(key_positions.device)
+        return slopes[None, :, None, None] * key_positions[:, None, None, :].float()
+
+    @staticmethod
+    def all_key_positions(
+        past_len: int,
+        key_positions: Int[Tensor, "batch_or_1 pos"],
+        key_padding_mask: Bool[Tensor, "batch key_pos"] | None,
+    ) -> Int[Tensor, "batch_or_1 key_pos"]:
+        """The positions of the cached keys (counted from each row's first token when there
+        is padding) followed by the new keys' ``key_positions``."""
+        if past_len == 0:
+            return key_positions
+        if key_padding_mask is not None:
+            cached = get_offset_position_ids(0, key_padding_mask[:, :past_len].long())
+        else:
+            cached = torch.arange(past_len, device=key_positions.device)[None]
+        batch = max(cached.shape[0], key_positions.shape[0])
+        return torch.cat([cached.expand(batch, -1), key_positions.expand(batch, -1)], dim=1)
 
     @staticmethod
     def read_attention_mask(
@@ -333,6 +358,7 @@ class Attention(nn.Module):
         mask: Bool[Tensor, "batch_or_1 1 query_pos key_pos"],
         padded: bool,
         additive_mask: Float[Tensor, "batch 1 1 key_pos"] | None = None,
+        alibi: Float[Tensor, "batch_or_1 n_heads 1 key_pos"] | None = None,
     ) -> Float[Tensor, "batch query_pos n_heads d_head"]:
         """Scores (divided by ``attn_scale``, soft-capped, masked, plus ``additive_mask``)
         and pattern as tensors that hooks can read and overwrite; the softmax runs in
@@ -348,8 +374,8 @@ class Attention(nn.Module):
             q, k = q.float(), k.float()
         scores = torch.matmul(q.permute(2, 0, 1, 3), k.permute(2, 0, 3, 1)).transpose(0, 1)
         scores = scores.div_(self.cfg.attn_scale)
-        if self.alibi_slopes is not None:  # rounded once to v's dtype, as BLOOM's baddbmm
-            scores = (scores + self.alibi_bias(scores.shape[-1], scores.device)).to(v.dtype)
+        if alibi is not None:  # rounded once to v's dtype, as BLOOM's baddbmm
+            scores = (scores + alibi).to(v.dtype)
         cap = self.cfg.attn_scores_soft_cap
         if cap > 0:
             scores = torch.tanh(scores / cap) * cap
