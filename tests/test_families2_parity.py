@@ -20,6 +20,7 @@ import transformers
 
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.cli import main
+from tests.hub_cache import hub_cache  # noqa: F401 (a fixture)
 from tests.test_cli_families import word_tokenizer
 from tests.test_families_parity import SMALL, VOCAB, Case, hugging_face, randomize, tokens
 from tests.test_generation_families import N_NEW, PROMPT_LENGTHS, ours, padded_prompts, theirs
@@ -427,3 +428,27 @@ def test_batched_patching_equals_one_forward_per_index(tmp_path, case, sweep_arg
     result = sweep(model, corrupted, clean_cache, metric, max_batch_size=6, progress=False)
     torch.testing.assert_close(result.as_subclass(torch.Tensor), expected, atol=1e-5, rtol=0)
     assert (expected - expected.flatten()[0]).abs().max() > 1e-3  # the patches do something
+
+
+FAMILIES2_CONFIGS = json.loads(
+    (Path(__file__).parent / "tl218_reference" / "api" / "families2_configs.json").read_text()
+)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES2_CONFIGS))
+def test_pretrained_model_config_equals_transformer_lens(family, monkeypatch, hub_cache):  # noqa: F811
+    """``get_pretrained_model_config`` of the new families, from a local folder and from the
+    hub cache offline, field for field TransformerLens 2.18's (fixture written by
+    tests/tl218_reference/make_families2_configs.py), its quirks included."""
+    from interp import loading_from_pretrained as loading
+    from tests.test_loading_from_pretrained import REPO, assert_same_fields
+
+    monkeypatch.chdir(REPO)  # TL's fixture took the folder's path relative to the repository
+    case = FAMILIES2_CONFIGS[family]
+    for expected in (case["from_folder"], case["from_cache"]):
+        if not expected["use_attn_scale"]:  # TL leaves -1 there and divides by 1; interp says 1
+            assert expected.pop("attn_scale") == -1.0
+    assert_same_fields(loading.get_pretrained_model_config(case["local_path"]), case["from_folder"])
+    hub_cache.add(case["official_name"], {"config.json": REPO / case["local_path"] / "config.json"})
+    cfg = loading.get_pretrained_model_config(case["official_name"])
+    assert_same_fields(cfg, case["from_cache"])

@@ -6,6 +6,8 @@ for field what TL 2.18 returns for the same file, its quirks included:
   ``2048``; Llama's ``rope_theta`` is read only for TL's named Llama models.
 - Llama (a local folder), Llama 2/3, CodeLlama and Gemma names follow TL's per-name tables,
   which hold the published configs' values; here they are read from the config.json itself.
+- GPT-Neo and GPT-J get ``d_mlp = 4 d_model`` and GPT-J and OPT ``eps=1e-5`` whatever their
+  config says, Phi-3 the whole head as ``rotary_dim``, BLOOM ``n_ctx=2048``, as TL's branches.
 - The toy models (``NeelNanda/...``) have TL's own config.json format
   (``convert_neel_model_config``).
 
@@ -30,6 +32,7 @@ import torch
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import printable, read_config_json
 from interp.loading.families.base import rope_parameters, sliding_layers
+from interp.loading.families.gpt_neo import attention_layers
 from interp.loading.model_names import get_official_model_name, is_transformer_lens_repo
 from interp.utils.tensors import get_device
 
@@ -75,6 +78,22 @@ _HF_DEFAULTS = {
         sliding_window=4096, query_pre_attn_scalar=256, rope_local_base_freq=10000.0,
         sliding_window_pattern=6,
     ),
+    # transformers 4.57's defaults, which its save_pretrained leaves out of config.json.
+    "GPTNeoForCausalLM": dict(
+        max_position_embeddings=2048, attention_types=[[["global", "local"], 12]],
+        window_size=256, activation_function="gelu_new", layer_norm_epsilon=1e-5,
+    ),
+    "OPTForCausalLM": dict(max_position_embeddings=2048, activation_function="relu"),
+    "GPTJForCausalLM": dict(n_positions=2048, rotary_dim=64, activation_function="gelu_new"),
+    "PhiForCausalLM": dict(
+        max_position_embeddings=2048, layer_norm_eps=1e-5, hidden_act="gelu_new",
+        initializer_range=0.02, rope_theta=10000.0, partial_rotary_factor=0.5,
+    ),
+    "Phi3ForCausalLM": dict(
+        max_position_embeddings=4096, rms_norm_eps=1e-5, hidden_act="silu",
+        initializer_range=0.02, rope_theta=10000.0,
+    ),
+    "BloomForCausalLM": dict(layer_norm_epsilon=1e-5),
 }  # fmt: skip
 
 
@@ -201,6 +220,78 @@ def _gemma(v: dict[str, Any], named: bool, gemma3: bool = False) -> dict[str, An
     )
 
 
+def _gpt_neo(v: dict[str, Any], named: bool) -> dict[str, Any]:
+    """TL's GPT-Neo branch: d_mlp is 4 d_model (it ignores intermediate_size)."""
+    layers = attention_layers(v, v["num_layers"])
+    return dict(
+        d_model=v["hidden_size"], d_head=v["hidden_size"] // v["num_heads"],
+        n_heads=v["num_heads"], d_mlp=4 * v["hidden_size"], n_layers=v["num_layers"],
+        n_ctx=v["max_position_embeddings"], eps=v["layer_norm_epsilon"],
+        d_vocab=v["vocab_size"], attn_types=layers, act_fn=v["activation_function"],
+        use_attn_scale=False, use_local_attn=True, window_size=v["window_size"],
+        scale_attn_by_inverse_layer_idx=False, normalization_type="LN",
+    )  # fmt: skip
+
+
+def _opt(v: dict[str, Any], named: bool) -> dict[str, Any]:
+    return dict(
+        d_model=v["hidden_size"], d_head=v["hidden_size"] // v["num_attention_heads"],
+        n_heads=v["num_attention_heads"], d_mlp=v["ffn_dim"], n_layers=v["num_hidden_layers"],
+        n_ctx=v["max_position_embeddings"], eps=1e-5, d_vocab=v["vocab_size"],
+        act_fn=v["activation_function"], use_attn_scale=True, use_local_attn=False,
+        scale_attn_by_inverse_layer_idx=False, normalization_type="LN",
+    )  # fmt: skip
+
+
+def _gptj(v: dict[str, Any], named: bool) -> dict[str, Any]:
+    """TL's GPT-J branch: d_mlp is 4 d_model (it ignores n_inner), eps 1e-5."""
+    return dict(
+        d_model=v["n_embd"], d_head=v["n_embd"] // v["n_head"], n_heads=v["n_head"],
+        d_mlp=4 * v["n_embd"], n_layers=v["n_layer"], n_ctx=v["n_positions"], eps=1e-5,
+        d_vocab=v["vocab_size"], act_fn=v["activation_function"], use_attn_scale=True,
+        use_local_attn=False, scale_attn_by_inverse_layer_idx=False, parallel_attn_mlp=True,
+        positional_embedding_type="rotary", rotary_dim=v["rotary_dim"],
+        rotary_adjacent_pairs=True, normalization_type="LN",
+    )  # fmt: skip
+
+
+def _phi(v: dict[str, Any], named: bool, phi3: bool = False) -> dict[str, Any]:
+    """TL's Phi and Phi-3 branches: Phi's rotary_dim rounds partial_rotary_factor * d_head;
+    Phi-3's is d_head (TL ignores its partial rotary and LongRoPE)."""
+    n_heads = v["num_attention_heads"]
+    d_head = v["hidden_size"] // n_heads
+    fields = dict(
+        d_model=v["hidden_size"], d_head=d_head, n_heads=n_heads, d_mlp=v["intermediate_size"],
+        n_layers=v["num_hidden_layers"], n_ctx=v["max_position_embeddings"],
+        d_vocab=v["vocab_size"], act_fn=v["hidden_act"],
+        initializer_range=v["initializer_range"], positional_embedding_type="rotary",
+        trust_remote_code=True, rotary_base=_rotary_base(v), use_attn_scale=True,
+    )  # fmt: skip
+    if not phi3:
+        factor = v.get("partial_rotary_factor") or rope_parameters(v)["partial_rotary_factor"]
+        return fields | dict(
+            eps=v["layer_norm_eps"], normalization_type="LN", parallel_attn_mlp=True,
+            rotary_dim=round(factor * d_head),
+        )  # fmt: skip
+    n_kv = v.get("num_key_value_heads") or n_heads
+    return fields | dict(
+        eps=v["rms_norm_eps"], normalization_type="RMS", gated_mlp=True,
+        parallel_attn_mlp=False, rotary_dim=d_head,
+        n_key_value_heads=None if n_kv == n_heads else n_kv,
+    )  # fmt: skip
+
+
+def _bloom(v: dict[str, Any], named: bool) -> dict[str, Any]:
+    """TL's BLOOM branch: n_ctx 2048 (BLOOM has no position table), gelu_fast, ALiBi."""
+    return dict(
+        d_model=v["hidden_size"], d_head=v["hidden_size"] // v["n_head"], n_heads=v["n_head"],
+        d_mlp=4 * v["hidden_size"], n_layers=v["n_layer"], n_ctx=2048,
+        d_vocab=v["vocab_size"], act_fn="gelu_fast", eps=v["layer_norm_epsilon"],
+        normalization_type="LN", post_embedding_ln=True, positional_embedding_type="alibi",
+        default_prepend_bos=False,
+    )  # fmt: skip
+
+
 _ARCHITECTURES = {
     "GPT2LMHeadModel": _gpt2,
     "GPTNeoXForCausalLM": _neox,
@@ -210,6 +301,12 @@ _ARCHITECTURES = {
     "Qwen3ForCausalLM": lambda v, named: _qwen(v, named, qwen3=True),
     "Gemma2ForCausalLM": _gemma,
     "Gemma3ForCausalLM": lambda v, named: _gemma(v, named, gemma3=True),
+    "GPTNeoForCausalLM": _gpt_neo,
+    "OPTForCausalLM": _opt,
+    "GPTJForCausalLM": _gptj,
+    "PhiForCausalLM": _phi,
+    "Phi3ForCausalLM": lambda v, named: _phi(v, named, phi3=True),
+    "BloomForCausalLM": _bloom,
 }
 
 
