@@ -195,8 +195,8 @@ def test_checkpoints_are_a_clear_error(hub_cache):  # noqa: F811
 
 
 def test_unsupported_architecture_is_named(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["OPTForCausalLM"]}))
-    with pytest.raises(NotImplementedError, match="OPTForCausalLM is not currently supported"):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["MambaForCausalLM"]}))
+    with pytest.raises(NotImplementedError, match="MambaForCausalLM is not currently supported"):
         loading.get_pretrained_model_config(str(tmp_path))
 
 
