@@ -19,6 +19,7 @@ from interp.components.attention import Attention
 from interp.components.rotary import Llama3Scaling, RotaryEmbedding, inverse_frequencies
 from interp.config import HookedTransformerConfig
 from interp.kv_cache import KeyValueCacheEntry
+from interp.model import HookedTransformer
 from tests.tolerances import tolerance
 
 # Positions of a left-padded batch (HF: cumsum - 1), and far past any n_ctx.
@@ -507,3 +508,18 @@ def test_bf16_attention_tracks_hugging_face_bf16(family, implementation):
         assert ours.dtype == torch.bfloat16
         assert (ours.float() - expected).abs().max() <= one_step
         assert (ours.float() - exact).abs().max() <= 2 * hf_error
+
+
+def test_float64_model_keeps_float64_softmax():
+    """A float64 model's explicit attention (a hooked pattern) computes its softmax in float64,
+    so it equals the fused path to float64 rounding, not float32's."""
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=32, n_heads=4, d_mlp=64, d_vocab=50, n_ctx=16, dtype=torch.float64
+    )
+    model = HookedTransformer(cfg)
+    tokens = torch.randint(0, cfg.d_vocab, (2, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        fused = model(tokens)
+        explicit, cache = model.run_with_cache(tokens, names_filter=lambda n: "pattern" in n)
+    assert cache["pattern", 0].dtype == torch.float64
+    torch.testing.assert_close(explicit, fused, **tolerance(torch.float64, reduction=cfg.d_model))

@@ -31,6 +31,12 @@ from interp.utils.tensors import get_offset_position_ids
 _GROUPED = ("W_K", "W_V", "b_K", "b_V")
 
 
+def _at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a softmax (or half-precision scores) runs in: float32 for half precision,
+    the model's own dtype when it is wider (float64 models keep their precision)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 class Attention(nn.Module):
     """Multi-head self-attention with per-head weights, layer ``layer_index`` of a model:
     causal, or bidirectional with ``cfg.attention_dir="bidirectional"``.
@@ -371,7 +377,7 @@ class Attention(nn.Module):
             repeats = self.cfg.n_heads // self.n_key_value_heads
             k, v = k.repeat_interleave(repeats, dim=2), v.repeat_interleave(repeats, dim=2)
         if self.cfg.attn_scores_float32:  # half-precision q and k scored in float32 (GPT-Neo)
-            q, k = q.float(), k.float()
+            q, k = q.to(_at_least_float32(q.dtype)), k.to(_at_least_float32(k.dtype))
         scores = torch.matmul(q.permute(2, 0, 1, 3), k.permute(2, 0, 3, 1)).transpose(0, 1)
         scores = scores.div_(self.cfg.attn_scale)
         if alibi is not None:  # rounded once to v's dtype, as BLOOM's baddbmm
@@ -384,7 +390,8 @@ class Attention(nn.Module):
             scores = scores + additive_mask
         scores = self.hook_attn_scores(scores)
         # Softmax copies a non-contiguous input, so it runs on the head-major layout too.
-        pattern = scores.transpose(0, 1).float().softmax(dim=-1).transpose(0, 1)
+        softmax_dtype = _at_least_float32(scores.dtype)  # float64 models keep float64
+        pattern = scores.transpose(0, 1).softmax(dim=-1, dtype=softmax_dtype).transpose(0, 1)
         if padded:  # a padding query that sees only padding keys attends to nothing
             pattern = pattern.nan_to_num(0.0)
         pattern = self.hook_pattern(pattern.to(v.dtype))  # [batch, n_heads, query_pos, key_pos]
