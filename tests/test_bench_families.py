@@ -15,7 +15,7 @@ def test_family_benchmark_smoke_mode_prints_every_ratio():
     labels = [
         "plain forward: interp / HF (sdpa)",
         "run_with_cache, every hook: interp / interp forward",
-        "run_with_cache, every hook, storage pool off: interp / interp forward",
+        "run_with_cache, every hook, storage pool on (opt-in): interp / interp forward",
     ]
     assert re.search(r"page faults of one call: forward [\d,]+; full cache [\d,]+ with", out)
     if "TransformerLens skipped" not in out:

@@ -15,7 +15,7 @@ def test_benchmark_smoke_mode_prints_every_ratio():
     labels = [
         "plain forward: interp / HF (sdpa)",
         "run_with_cache, every hook: interp / interp forward",
-        "run_with_cache, every hook, storage pool off: interp / interp forward",
+        "run_with_cache, every hook, storage pool on (opt-in): interp / interp forward",
         "run_with_cache, blocks.1.hook_resid_post only: interp / interp forward",
         "generate 8 tokens (greedy, KV cache): interp / HF generate",
         "forward FLOP/s / fp32 matmul peak: interp",

@@ -293,9 +293,9 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         """Run the forward pass and keep the activations that ``names_filter`` selects.
 
         The cache holds the activations themselves (detached, not copied), on their device
-        and in their dtype, unless asked otherwise; on the CPU it holds copies in memory that
-        dropped caches released, which costs less than fresh memory's page faults (see
-        ``interp.cache_memory``; ``interp.cache_memory.set_reuse(False)`` turns that off):
+        and in their dtype, unless asked otherwise (``interp.cache_memory.set_reuse(True)``
+        makes a CPU cache hold copies in memory that dropped caches released instead; off by
+        default, see ``interp.cache_memory``):
 
         - ``device``: move each activation there as it is produced; ``"cpu"`` on a GPU copies
           through pinned memory without blocking, and synchronises before returning;
@@ -324,8 +324,7 @@ class HookedRootModule(HookNamesMixin, nn.Module):
                 "(torch.no_grad() or torch.inference_mode()); backward hooks need gradients: "
                 "call it outside torch.no_grad()."
             )
-        # On the CPU the cache is copied into memory earlier caches released, which costs
-        # less than the page faults of fresh memory (interp.cache_memory says why).
+        # With the opt-in pool, a CPU cache is copied into memory earlier caches released.
         lease = cache_memory.lease(self)
         store, fwd, bwd = self.get_caching_hooks(
             names_filter, incl_bwd, device, remove_batch_dim, None, pos_slice, dtype, lease=lease
