@@ -36,7 +36,8 @@ from interp.loading.families.base import (
     positive_int,
     positive_number,
 )
-from interp.tokenizers import HF_TOKENIZER_FILES, get_tokenizer, tokenizer_from_folder
+from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
+from interp.tokenizers import get_tokenizer
 
 # Causal-mask buffers that older transformers versions saved with the weights.
 _HF_MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")

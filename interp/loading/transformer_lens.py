@@ -33,7 +33,7 @@ from interp.loading.checkpoint import (
 )
 from interp.loading.model_class import model_class
 from interp.loading.tl_config import neel_config_dict
-from interp.tokenizers import HF_TOKENIZER_FILES, tokenizer_from_folder
+from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
 
 _TL_BUFFER = re.compile(r"^blocks\.\d+\.attn\.(mask|IGNORE)$")
 
