@@ -254,12 +254,24 @@ def embedding(cfg: HookedTransformerConfig, tied: bool, scale: bool = False) -> 
 
 
 def unembedding_rows(
-    cfg: HookedTransformerConfig, tied: bool, name: str = "lm_head.weight"
+    cfg: HookedTransformerConfig,
+    tied: bool,
+    name: str = "lm_head.weight",
+    bias_name: str | None = None,
 ) -> list[Row]:
-    """The rows of ``W_U`` (from ``name``, unless tied to the embedding) and a zero ``b_U``."""
+    """The rows of ``W_U`` (from ``name``, unless tied to the embedding) and ``b_U`` (from
+    ``bias_name``, or zero). ``W_U``'s row stays the table's last named one
+    (``unembedding_name``)."""
     shape = (cfg.d_vocab_out, cfg.d_model)
     head = Row(name, shape, None if tied else transposed("unembed.W_U"))
-    return [head, zeros("unembed.b_U", (cfg.d_vocab_out,))]
+    if bias_name is None:
+        return [head, zeros("unembed.b_U", (cfg.d_vocab_out,))]
+    return [Row(bias_name, (cfg.d_vocab_out,), same("unembed.b_U")), head]
+
+
+def shared_norm(ours: str, kind: str) -> Convert:
+    """A parallel block's one norm ``kind`` ("w" or "b") as both ``ln1`` and ``ln2``."""
+    return lambda tensor: {f"{ours}ln1.{kind}": tensor, f"{ours}ln2.{kind}": tensor.clone()}
 
 
 # --------------------------------------------------------------------- config fields

@@ -10,7 +10,6 @@ from typing import Any
 
 from interp.config import HookedTransformerConfig
 from interp.loading.families.base import (
-    Convert,
     Family,
     Row,
     activation,
@@ -21,7 +20,9 @@ from interp.loading.families.base import (
     positive_int,
     positive_number,
     same,
+    shared_norm,
     transposed,
+    unembedding_rows,
     zeros,
 )
 
@@ -72,18 +73,6 @@ def config(values: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def shared_norm(ours: str, kind: str) -> Convert:
-    """A parallel block's one norm ``kind`` ("w" or "b") as both ``ln1`` and ``ln2``."""
-    return lambda tensor: {f"{ours}ln1.{kind}": tensor, f"{ours}ln2.{kind}": tensor.clone()}
-
-
-def unembedding(cfg: HookedTransformerConfig, tied: bool) -> list[Row]:
-    """``W_U`` (from ``lm_head.weight`` unless tied) and ``b_U`` from ``lm_head.bias``."""
-    shape = (cfg.d_vocab_out, cfg.d_model)
-    head = Row("lm_head.weight", shape, None if tied else transposed("unembed.W_U"))
-    return [Row("lm_head.bias", (cfg.d_vocab_out,), same("unembed.b_U")), head]
-
-
 def table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
     m, h, d, mlp = cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp
     tied = cfg.tie_word_embeddings
@@ -108,7 +97,7 @@ def table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
         Row("transformer.ln_f.weight", (m,), same("ln_final.w")),
         Row("transformer.ln_f.bias", (m,), same("ln_final.b")),
     ]
-    return rows + unembedding(cfg, tied)
+    return rows + unembedding_rows(cfg, tied, bias_name="lm_head.bias")
 
 
 GPTJ = Family(

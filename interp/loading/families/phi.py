@@ -25,9 +25,10 @@ from interp.loading.families.base import (
     rope_fields,
     rope_parameters,
     same,
+    shared_norm,
     transposed,
+    unembedding_rows,
 )
-from interp.loading.families.gptj import shared_norm, unembedding
 
 # PhiConfig's defaults (transformers 5), for fields a config.json leaves out.
 DEFAULTS = dict(
@@ -110,7 +111,7 @@ def table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
         Row("model.final_layernorm.weight", (m,), same("ln_final.w")),
         Row("model.final_layernorm.bias", (m,), same("ln_final.b")),
     ]
-    return rows + unembedding(cfg, tied)
+    return rows + unembedding_rows(cfg, tied, bias_name="lm_head.bias")
 
 
 PHI = Family(
