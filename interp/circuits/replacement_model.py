@@ -71,11 +71,16 @@ class ReplacementModel:
     def from_pretrained(
         cls, name_or_folder: str, transcoders: TranscoderSet | str | Path | list, **kwargs: Any
     ) -> ReplacementModel:
-        """Load ``name_or_folder`` with ``HookedTransformer.from_pretrained_no_processing``
-        (circuit-tracer loads without folding or centring too), then ``from_model``."""
+        """Load ``name_or_folder`` (a model shipped with interp, e.g. ``"shakespeare-char"``,
+        or what ``HookedTransformer.from_pretrained_no_processing`` reads: circuit-tracer
+        loads without folding or centring too), then ``from_model``."""
         from interp.model import HookedTransformer
+        from interp.models import list_models, load_model
 
-        model = HookedTransformer.from_pretrained_no_processing(name_or_folder, **kwargs)
+        if name_or_folder in list_models():
+            model = load_model(name_or_folder, **kwargs)
+        else:
+            model = HookedTransformer.from_pretrained_no_processing(name_or_folder, **kwargs)
         return cls.from_model(model, transcoders)
 
     def __getattr__(self, name: str) -> Any:
