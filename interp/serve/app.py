@@ -5,6 +5,7 @@ scripts from a CDN).
     GET  /                         the page (state in the URL's hash: model, prompt, layer, head)
     GET  /vendor/circuitsvis.js    circuitsvis's bundle, from the installed package
     GET  /vendor/plotly.min.js     plotly.js, from the installed plotly package
+                                   (assets gzip-compressed, with ETag and Cache-Control)
     GET  /api/models               the models served and their shapes
     POST /api/prompt               tokens and top next-token predictions
     POST /api/attention            a layer's attention patterns (or one head's)
@@ -36,10 +37,12 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.middleware.gzip import GZipMiddleware
 
 from interp.model import HookedTransformer
 from interp.serve import analyses
+from interp.serve.assets import LIBRARY_MAX_AGE, Asset
 from interp.serve.auth import MAX_BODY, Guard
 from interp.serve.errors import ApiError
 from interp.serve.jobs import Jobs
@@ -65,6 +68,7 @@ from interp.viz.circuitsvis_view import circuitsvis_bundle_path
 T = TypeVar("T")
 WORKER_THREADS = 4
 STATIC = resources.files("interp.serve") / "static"
+STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
 # The page runs only its own scripts; data reaches it as JSON and is written as text.
 PAGE_HEADERS = {
     "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self' "
@@ -130,6 +134,9 @@ def create_app(
         redoc_url=None,
     )
     api.state.workers, api.state.jobs = workers, jobs
+    # JSON answers (a layer's patterns, a lens) cross the wire compressed; the assets come
+    # compressed already (interp.serve.assets) and event streams are left as they are.
+    api.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
 
     async def in_worker(function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(
@@ -150,19 +157,21 @@ def create_app(
         return Response(html, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
 
     @api.get("/static/{name}", include_in_schema=False)
-    def static(name: str) -> Response:
-        files = {"app.js": "text/javascript", "style.css": "text/css"}
-        if name not in files:  # a fixed list: no request path reaches the file system
+    def static(name: str, request: Request) -> Response:
+        if name not in STATIC_FILES:  # a fixed list: no request path reaches the file system
             raise ApiError(404, f"no static file {name!r}.")
-        return Response((STATIC / name).read_text(encoding="utf-8"), media_type=files[name])
+        path = Path(str(STATIC / name))
+        return Asset.of(path, STATIC_FILES[name], max_age=0).response(request)
 
     @api.get("/vendor/circuitsvis.js", include_in_schema=False)
-    def circuitsvis_js() -> FileResponse:
-        return FileResponse(circuitsvis_bundle_path(), media_type="text/javascript")
+    def circuitsvis_js(request: Request) -> Response:
+        asset = Asset.of(circuitsvis_bundle_path(), "text/javascript", LIBRARY_MAX_AGE)
+        return asset.response(request)
 
     @api.get("/vendor/plotly.min.js", include_in_schema=False)
-    def plotly_js() -> FileResponse:
-        return FileResponse(plotly_bundle_path(), media_type="text/javascript")
+    def plotly_js(request: Request) -> Response:
+        asset = Asset.of(plotly_bundle_path(), "text/javascript", LIBRARY_MAX_AGE)
+        return asset.response(request)
 
     @api.get("/api/models", response_model=ModelsResponse)
     def list_models() -> dict[str, Any]:
