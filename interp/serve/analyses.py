@@ -27,7 +27,12 @@ from interp.patching import (
 from interp.serve.errors import ApiError
 from interp.serve.worker import ModelWorker
 from interp.viz.html import escape_text, html_page
-from interp.viz.report_data import answer_ids, prompt_head_scores, top_predictions_by_stage
+from interp.viz.report_data import (
+    answer_ids,
+    patching_gap_warning,
+    prompt_head_scores,
+    top_predictions_by_stage,
+)
 
 TOP_K = 10
 SAE_TOP_K = 5
@@ -310,6 +315,7 @@ class PatchingPlan:
             "clean_logit_diff": self.clean_diff,
             "corrupted_logit_diff": self.corrupted_diff,
             "normalised": abs(self.clean_diff - self.corrupted_diff) > 1e-6,
+            "warning": patching_gap_warning(self.clean_diff, self.corrupted_diff),
             "resid_pre": results["resid_pre"],
             "heads": results["heads"],
         }

@@ -188,6 +188,8 @@ def create_app(
                     "attn_only": worker.model.cfg.attn_only,
                     "max_tokens": worker.max_tokens,
                     "has_sae": worker.sae is not None,
+                    "example_prompt": worker.example_prompt,
+                    "example_corrupted": worker.example_corrupted,
                 }
                 for worker in workers
             ]

@@ -65,6 +65,10 @@ class ModelInfo(BaseModel):
     attn_only: bool
     max_tokens: int = Field(description="the longest prompt (in tokens, BOS included) served")
     has_sae: bool
+    example_prompt: str = Field(description='a prompt the model reads ("" if none fits)')
+    example_corrupted: str = Field(
+        description="a corrupted version of it, the same length in tokens, for patching"
+    )
 
 
 class ModelsResponse(BaseModel):
@@ -151,6 +155,10 @@ class PatchingResult(BaseModel):
     clean_logit_diff: float
     corrupted_logit_diff: float
     normalised: bool
+    warning: str | None = Field(
+        description="set when the clean and corrupted logit differences are too close "
+        "(under interp.viz.report_data.MIN_PATCHING_GAP) to normalise by"
+    )
     resid_pre: list[list[float]] = Field(description="[layer][pos]")
     heads: list[list[float]] = Field(description="[layer][head], head outputs at all positions")
 

@@ -22,6 +22,7 @@ from torch import Tensor
 from interp.cache import ActivationCache
 from interp.model import HookedTransformer
 from interp.serve.errors import ApiError
+from interp.serve.examples import example_prompts
 
 T = TypeVar("T")
 MAX_TOKENS = 256  # the longest prompt served (BOS included), unless the model's n_ctx is less
@@ -108,6 +109,8 @@ class ModelWorker:
         self.max_tokens = min(max_tokens, model.cfg.n_ctx)
         self.lock = threading.Lock()
         self.forwards = 0  # forward passes run (the rest were served from the cache)
+        self._bos_id = getattr(model.tokenizer, "bos_token_id", None)
+        self.example_prompt, self.example_corrupted = example_prompts(model, self.max_tokens)
 
     def tokenize(self, prompt: str, what: str = "prompt") -> Int[Tensor, "1 pos"]:
         """The prompt's tokens [1, pos], or a 422 naming the bad characters or the length."""
@@ -117,6 +120,14 @@ class ModelWorker:
             raise ApiError(
                 422, f"The {what} cannot be tokenized by {self.name}: {error}"
             ) from error
+        n_bos = int(bool(self.model.cfg.default_prepend_bos) and self._bos_id is not None)
+        if tokens.shape[1] <= n_bos:
+            example = " ".join(self.example_prompt.split(" ")[:3])
+            raise ApiError(
+                422,
+                f"The {what} {prompt!r} has no tokens for {self.name} (only whitespace?); "
+                "type some text" + (f", e.g. {example!r}." if example else "."),
+            )
         if tokens.shape[1] > self.max_tokens:
             raise ApiError(
                 422,
@@ -161,7 +172,12 @@ class ModelWorker:
 
     def single_token(self, text: str, what: str) -> int:
         """The id of ``text`` if it is one token; else a 422 showing its pieces."""
-        pieces = self.model.to_str_tokens(text, prepend_bos=False) if text else []
+        try:
+            pieces = self.model.to_str_tokens(text, prepend_bos=False) if text else []
+        except ValueError as error:  # outside the vocabulary, or whitespace a tokenizer drops
+            raise ApiError(
+                422, f"The {what} {text!r} cannot be tokenized by {self.name}: {error}"
+            ) from error
         if len(pieces) != 1:
             raise ApiError(
                 422,

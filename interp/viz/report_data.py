@@ -26,6 +26,30 @@ HEAD_SCORE_NAMES = {
 }
 
 
+# Below this gap between the clean and corrupted logit differences (in logits), normalising
+# by it divides by noise: a patched run 0.1 logits off reads as 0.2 of the way at a gap of 0.5.
+MIN_PATCHING_GAP = 0.5
+
+
+def patching_gap_warning(clean_logit_diff: float, corrupted_logit_diff: float) -> str | None:
+    """A warning when the clean and corrupted runs' metrics are too close to normalise by
+    (``|clean - corrupted| < MIN_PATCHING_GAP``), else ``None``.
+
+    Example:
+        >>> patching_gap_warning(3.0, -1.0) is None, patching_gap_warning(1.2, 1.0)[:44]
+        (True, 'The clean and corrupted logit differences (1')
+    """
+    gap = abs(clean_logit_diff - corrupted_logit_diff)
+    if gap >= MIN_PATCHING_GAP:
+        return None
+    return (
+        f"The clean and corrupted logit differences ({clean_logit_diff:.3f} and "
+        f"{corrupted_logit_diff:.3f}) differ by {gap:.3f}, under {MIN_PATCHING_GAP}: the "
+        "patching metric is ill-conditioned and its normalised values (0 = corrupted, "
+        "1 = clean) are unreliable; pick a corrupted prompt or answers the runs disagree on."
+    )
+
+
 @dataclass
 class PatchingResult:
     """Residual-stream patching: ``results[layer, pos]`` is the logit difference
@@ -188,6 +212,10 @@ def analyse_prompt(
         analysis.patching = _patching(
             model, tokens, corrupted_prompt, cache, logits, answer, wrong_answer
         )
+        gap = patching_gap_warning(
+            analysis.patching.clean_logit_diff, analysis.patching.corrupted_logit_diff
+        )
+        analysis.warnings += [gap] if gap else []
     return analysis
 
 
