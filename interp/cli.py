@@ -104,11 +104,19 @@ def _report(
     corrupted: str | None,
     answers: tuple[str | None, str | None],
     sections: Sequence[str] = (),
+    self_contained: bool = False,
 ) -> None:
     from interp.viz.report import summary_text, write_report
 
     path, analysis = write_report(
-        model, prompt, out, corrupted, answers[0], answers[1], extra_sections=sections
+        model,
+        prompt,
+        out,
+        corrupted,
+        answers[0],
+        answers[1],
+        extra_sections=sections,
+        self_contained=self_contained,
     )
     print(terminal_text(f"report written to {path.resolve()}"))
     print(terminal_text(summary_text(analysis)))
@@ -126,7 +134,10 @@ def run_report(args: argparse.Namespace) -> None:
     sections = []
     if args.sae:
         sections = report_sections(model, args.prompt, args.sae, args.sae_data)
-    _report(model, args.prompt, args.out, args.corrupted, tuple(answers.values()), sections)
+    answer_pair = tuple(answers.values())
+    _report(
+        model, args.prompt, args.out, args.corrupted, answer_pair, sections, args.self_contained
+    )
 
 
 def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | None]]:
@@ -197,8 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report",
         help="write the HTML report for a model and prompt",
-        description="Write a self-contained HTML report: tokens, prediction, every layer's "
-        "attention heads, the logit lens, head scores, and with --corrupted a patching heatmap.",
+        description="Write an offline HTML report: tokens, prediction, every layer's "
+        "attention heads, the logit lens, head scores, and with --corrupted a patching heatmap. "
+        "The libraries it loads go to report_assets/ beside it (or inline: --self-contained).",
     )
     report.add_argument(
         "--model",
@@ -224,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the competing token (default: the corrupted prompt's top prediction), e.g. ' John'",
     )
     report.add_argument("--out", required=True, type=_out_file, help="the HTML file to write")
+    report.add_argument(
+        "--self-contained",
+        action="store_true",
+        help="inline plotly.js and circuitsvis (one 6 MB file) instead of report_assets/",
+    )
     add_report_arguments(report)
     report.set_defaults(run=run_report, parser=report)
 

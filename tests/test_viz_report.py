@@ -3,6 +3,8 @@ against naive references, and the page built from them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -119,16 +121,41 @@ def test_analysis_normalises_patching_and_checks_lengths(model):
         analyse_prompt(model, "")
 
 
-def test_report_page_holds_every_section_once_with_libraries_inlined_once(model, tmp_path):
+def test_report_page_holds_every_section_once_and_loads_its_libraries_beside_it(model, tmp_path):
     path, analysis = write_report(
         model, PROMPT, tmp_path / "r.html", CORRUPTED, warnings=["random <weights>"]
     )
     page = path.read_text()
     for section in ("summary", "attention", "logit-lens", "head-scores", "patching"):
         assert page.count(f"<section id='{section}'>") == 1
-    assert page.count("var CircuitsVis=") == 1 and page.count("plotly.js v") == 1
-    assert page.count("CircuitsVis.render(") == model.cfg.n_layers
-    assert "random &lt;weights&gt;" in page and "<script src" not in page
+    assert "var CircuitsVis=" not in page and "plotly.js v" not in page
+    for name in ("circuitsvis.js", "plotly.min.js"):
+        assert page.count(f"<script src='report_assets/{name}'>") == 1
+        assert (tmp_path / "report_assets" / name).stat().st_size > 100_000
+    assert page.count("CircuitsVis.render(") == 1  # the chosen layer, drawn on demand
+    assert "random &lt;weights&gt;" in page
     text = summary_text(analysis)
     assert "top induction head: L" in text and "patching: strongest effect" in text
     assert "<section id='patching'>" not in report_html(analyse_prompt(model, PROMPT))
+
+
+def test_a_self_contained_report_inlines_each_library_once(model, tmp_path):
+    path, _ = write_report(model, PROMPT, tmp_path / "r.html", self_contained=True)
+    page = path.read_text()
+    assert page.count("var CircuitsVis=") == 1 and page.count("plotly.js v") == 1
+    assert "<script src" not in page and not (tmp_path / "report_assets").exists()
+
+
+def test_the_page_stores_each_pattern_in_thousandths(model):
+    analysis = analyse_prompt(model, PROMPT)
+    page = report_html(analysis)
+    start = page.index("<script type='application/json' id='attention-data'>")
+    data = json.loads(page[page.index(">", start) + 1 : page.index("</script>", start)])
+    for layer, pattern in enumerate(analysis.patterns):
+        rows = data["patterns"][layer]
+        restored = torch.zeros_like(pattern)
+        for head, head_rows in enumerate(rows):
+            for query, row in enumerate(head_rows):
+                assert len(row) == query + 1  # causal: nothing stored after the query
+                restored[head, query, : len(row)] = torch.tensor(row) / 1000
+        torch.testing.assert_close(restored, pattern, atol=5e-4, rtol=0)

@@ -1,7 +1,10 @@
-"""The self-contained HTML report for one prompt: tokens, prediction, every layer's attention
-heads, the logit lens, head scores and (with a corrupted prompt) a patching heatmap.
+"""The HTML report for one prompt: tokens, prediction, every layer's attention heads, the
+logit lens, head scores and (with a corrupted prompt) a patching heatmap.
 
-One file with circuitsvis's and plotly's JavaScript inlined once each: it opens offline.
+The page loads plotly.js and circuitsvis's bundle from ``report_assets/`` beside it (written
+once, shared by the reports in a folder; it opens offline), or inlines them once each with
+``self_contained=True``. The attention view draws the layer picked in its menu, on demand,
+from every layer's patterns stored once in the page (as integers in thousandths).
 """
 
 from __future__ import annotations
@@ -9,10 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from interp.model import HookedTransformer
-from interp.viz.attention import attention_heads
-from interp.viz.circuitsvis_view import circuitsvis_script
-from interp.viz.html import escape_text, html_page
+from interp.viz.circuitsvis_view import (
+    circuitsvis_bundle_path,
+    circuitsvis_script,
+    circuitsvis_tokens,
+)
+from interp.viz.html import escape_text, html_page, script_json
 from interp.viz.plots import (
     figure_fragment,
     head_score_grid,
@@ -21,6 +29,34 @@ from interp.viz.plots import (
     plotly_script,
 )
 from interp.viz.report_data import PromptAnalysis, analyse_prompt, top_predictions_by_stage
+
+ASSETS = "report_assets"  # the folder beside a report holding the libraries it loads
+# Draws the chosen layer's heads from the page's data: integer thousandths, each query row
+# cut to its causal part [0, q] when every pattern is causal (zeros after it restored here).
+ATTENTION_SCRIPT = """
+(function () {
+  const data = JSON.parse(document.getElementById('attention-data').textContent);
+  const menu = document.getElementById('attention-layer');
+  const n = data.tokens.length;
+  function pattern(rows) {
+    return rows.map((row) => Array.from({ length: n }, (_, k) => (row[k] || 0) / 1000));
+  }
+  function draw() {
+    const layer = Number(menu.value);
+    const view = document.createElement('div');
+    view.id = 'attention-view-' + layer + '-' + Date.now();
+    document.getElementById('attention-view').replaceChildren(view);
+    CircuitsVis.render(view.id, CircuitsVis.AttentionHeads, {
+      attention: data.patterns[layer].map(pattern),
+      tokens: data.tokens,
+      attentionHeadNames: data.patterns[layer].map((_, h) => 'L' + layer + 'H' + h),
+    });
+    document.getElementById('attention').dataset.drawn = String(layer);
+  }
+  menu.addEventListener('change', draw);
+  draw();
+})();
+"""
 
 
 def _token_spans(tokens: Sequence[str]) -> str:
@@ -58,15 +94,31 @@ def _summary_section(analysis: PromptAnalysis) -> str:
     )
 
 
+def _pattern_rows(patterns: Sequence[torch.Tensor]) -> list:
+    """Every layer's patterns [layer][head][query][key] as integer thousandths, each row cut
+    after its query's position when every pattern is causal (the page restores the zeros)."""
+    stacked = torch.stack([p.detach().to("cpu", torch.float64) for p in patterns])
+    causal = bool((stacked.triu(1) == 0).all())
+    ints = (stacked * 1000).round().to(torch.int32).tolist()
+    if causal:
+        ints = [[[row[: q + 1] for q, row in enumerate(head)] for head in layer] for layer in ints]
+    return ints
+
+
 def _attention_section(analysis: PromptAnalysis) -> str:
-    layers = "".join(
-        f"<h3>Layer {layer}</h3>{attention_heads(pattern, analysis.tokens, layer).fragment()}"
-        for layer, pattern in enumerate(analysis.patterns)
+    patterns = _pattern_rows(analysis.patterns)
+    data = {"tokens": circuitsvis_tokens(analysis.tokens), "patterns": patterns}
+    options = "".join(
+        f"<option value='{layer}'>{layer}</option>" for layer in range(len(analysis.patterns))
     )
     return (
-        "<section id='attention'><h2>Attention heads</h2><p class='note'>Hover over a head to "
-        "see its pattern (rows: query tokens, columns: key tokens); click to lock it. Hover "
-        f"over a token to see where it attends.</p>{layers}</section>"
+        "<section id='attention'><h2>Attention heads</h2><p class='note'>Pick a layer; hover "
+        "over a head to see its pattern (rows: query tokens, columns: key tokens); click to "
+        "lock it. Hover over a token to see where it attends.</p>"
+        f"<label>layer <select id='attention-layer'>{options}</select></label>"
+        "<div id='attention-view'></div>"
+        f"<script type='application/json' id='attention-data'>{script_json(data)}</script>"
+        f"<script>{ATTENTION_SCRIPT}</script></section>"
     )
 
 
@@ -119,10 +171,37 @@ def _patching_section(analysis: PromptAnalysis) -> str:
     )
 
 
+def write_report_assets(folder: str | Path) -> Path:
+    """Write plotly.js and circuitsvis's bundle into ``folder`` (``plotly.min.js``,
+    ``circuitsvis.js``) unless they are there already; returns the folder.
+
+    Example:
+        >>> write_report_assets("reports/report_assets")
+    """
+    from plotly.offline import get_plotlyjs
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = {
+        "plotly.min.js": get_plotlyjs().encode("utf-8"),
+        "circuitsvis.js": circuitsvis_bundle_path().read_bytes(),
+    }
+    for name, content in sources.items():
+        target = folder / name
+        if not target.is_file() or target.read_bytes() != content:
+            target.write_bytes(content)
+    return folder
+
+
 def report_html(
-    analysis: PromptAnalysis, title: str = "interp report", extra_sections: Sequence[str] = ()
+    analysis: PromptAnalysis,
+    title: str = "interp report",
+    extra_sections: Sequence[str] = (),
+    assets: str | None = ASSETS,
 ) -> str:
-    """The report page for an ``analyse_prompt`` result, as one offline HTML string.
+    """The report page for an ``analyse_prompt`` result, as one HTML string that loads
+    plotly.js and circuitsvis from the relative folder ``assets`` (``write_report_assets``),
+    or with ``assets=None`` inlines them, once each.
 
     Example:
         >>> page = report_html(analyse_prompt(model, "The cat sat on the mat. The cat"))
@@ -149,7 +228,14 @@ def report_html(
         + _patching_section(analysis)
         + "".join(extra_sections)  # trusted markup, e.g. interp.sae.cli.report_sections
     )
-    return html_page(title, body, head=circuitsvis_script() + "\n" + plotly_script())
+    if assets is None:
+        head = circuitsvis_script() + "\n" + plotly_script()
+    else:
+        head = "".join(
+            f"<script src='{escape_text(assets)}/{name}'></script>\n"
+            for name in ("circuitsvis.js", "plotly.min.js")
+        )
+    return html_page(title, body, head=head)
 
 
 def write_report(
@@ -161,8 +247,10 @@ def write_report(
     wrong_answer: str | None = None,
     warnings: Sequence[str] = (),
     extra_sections: Sequence[str] = (),
+    self_contained: bool = False,
 ) -> tuple[Path, PromptAnalysis]:
-    """Analyse ``prompt`` and write the offline HTML report to ``path``.
+    """Analyse ``prompt`` and write the offline HTML report to ``path``, with the libraries
+    it loads in ``report_assets/`` beside it (or, ``self_contained``, inlined in the file).
 
     ``corrupted_prompt`` (same token length) adds the patching heatmap; ``answer`` and
     ``wrong_answer`` (single tokens) fix its logit difference, which otherwise compares the
@@ -176,7 +264,11 @@ def write_report(
     analysis.warnings.extend(warnings)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_html(analysis, extra_sections=extra_sections), encoding="utf-8")
+    if not self_contained:
+        write_report_assets(path.parent / ASSETS)
+    assets = None if self_contained else ASSETS
+    page = report_html(analysis, extra_sections=extra_sections, assets=assets)
+    path.write_text(page, encoding="utf-8")
     return path, analysis
 
 
