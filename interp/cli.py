@@ -6,6 +6,7 @@
     interp serve --model NAME_OR_PATH [--model ...] [--port PORT] [--host HOST --token TOKEN]
     interp harvest --model NAME_OR_PATH --data FILE_OR_DIR --hooks NAMES --out DIR [...]
     interp features --model NAME_OR_PATH --sae NAME_OR_PATH --data FILE --out DIR [...]
+    interp graph --model NAME_OR_PATH --transcoders NAME_OR_FOLDER --prompt TEXT --out FILE
 
 Exit codes: 0 success, 1 runtime error (a checkpoint that cannot be loaded, a prompt the
 model cannot take), 2 usage error (bad or missing arguments, an unknown model, a corrupted
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 
 import interp
+from interp.circuits.cli import add_parser as add_graph_parser
 from interp.cli_support import CommandError, Parser, UsageError, run_command, terminal_text
 from interp.harvest.cli import add_parser as add_harvest_parser
 from interp.model import HookedTransformer
@@ -256,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(commands)
     add_harvest_parser(commands)
     add_features_parser(commands)
+    add_graph_parser(commands)
     return parser
 
 
