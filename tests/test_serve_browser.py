@@ -128,16 +128,18 @@ def test_bad_input_shows_the_servers_error(page, server, tmp_path):
     page.wait_for_selector("body[data-ready='1']", state="attached")
     page.fill("#prompt", "hello")
     page.click("#analyse")
-    page.wait_for_selector("#error:not([hidden])")
-    assert "'hello' is not a symbol of this model" in page.text_content("#error")
+    page.wait_for_selector("#tokens-error:not([hidden])")
+    assert "'hello' is not a symbol of this model" in page.text_content("#tokens-error")
     page.fill("#prompt", "1 2 3")
     page.click("#analyse")
     page.wait_for_selector("#tokens .token")
     settle(page)
     page.fill("#corrupted", "1 2")
     page.click("#patch")
-    page.wait_for_selector("#error:not([hidden])")
-    assert "The corrupted prompt is 3 tokens and the prompt 4" in page.text_content("#error")
+    page.wait_for_selector("#patching-error:not([hidden])")
+    assert "The corrupted prompt is 3 tokens and the prompt 4" in page.text_content(
+        "#patching-error"
+    )
     screenshot(page, tmp_path, "error")
 
 
@@ -158,12 +160,13 @@ def test_injected_prompts_show_as_text(page, server, tmp_path):
     assert page.locator("img").count() == 0
     assert page.locator("main script, main b").count() == 0
     boxes = page.locator("#tokens .token").all_text_contents()  # each token, then its index
-    tokens = "".join(box[: -len(str(i))] for i, box in enumerate(boxes))
+    tokens = "".join(box[: -len(str(i))] for i, box in enumerate(boxes)).replace("\u2423", " ")
     assert tokens == "<|endoftext|>" + prompt
     assert "<img src=x onerror=" in tokens
     assert "<b>bold</b> &amp;" in tokens
     # plotly's axes show the same characters as text (circuitsvis draws them on a canvas).
     for plot in ("#patching-resid", "#logit-lens"):  # labels are "token|position"
         text = page.text_content(plot)
-        assert " </|2script|3><|4script|5>|6" in text and " <|36b|37>|38bold|39</|40b" in text
-        assert " &|43amp|44;|45" in text
+        # a space is shown as ␣ (interp.analysis.labels.token_label)
+        assert "␣</|2script|3><|4script|5>|6" in text and "␣<|36b|37>|38bold|39</|40b" in text
+        assert "␣&|43amp|44;|45" in text

@@ -11,7 +11,10 @@
   // interp.viz.plots's scales: light to dark blue; negative red, zero white, positive blue.
   const BLUES = [[0, "#f7fbff"], [0.25, "#c6dbef"], [0.5, "#6baed6"], [0.75, "#2171b5"], [1, "#08306b"]];
   const RDBU = [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]];
-  const state = { model: "", prompt: "", layer: 0, head: null, corrupted: "", answer: "", wrong: "" };
+  const state = {
+    model: "", prompt: "", layer: 0, head: null, corrupted: "", answer: "", wrong: "",
+    patchAnswer: "", patchWrong: "",
+  };
   let models = [];
   let generation = 0; // answers to an older prompt are dropped
   let layerData = null; // the shown layer's patterns
@@ -53,6 +56,64 @@
     $("error").hidden = true;
   }
 
+  // Each panel: its error box and how to empty it. A panel is emptied when the model or
+  // prompt changes and when its own request fails, so it never shows another prompt's answer.
+  const PANELS = {
+    tokens: () => {
+      $("tokens").replaceChildren();
+      $("predictions").tBodies[0].replaceChildren();
+    },
+    attention: () => {
+      layerData = null;
+      $("head-grid").replaceChildren();
+      $("pattern").replaceChildren();
+      $("pattern-title").textContent = "";
+    },
+    lens: () => clearPlot("logit-lens"),
+    dla: () => {
+      $("dla-summary").textContent = "";
+      clearPlot("dla");
+    },
+    scores: () => clearPlot("head-scores"),
+    patching: () => {
+      $("patching-state").textContent = "";
+      $("patching-progress").hidden = true;
+      $("patching-baselines").textContent = "";
+      $("patching-warning").textContent = "";
+      $("patching-warning").hidden = true;
+      clearPlot("patching-resid");
+      clearPlot("patching-heads");
+    },
+    sae: () => $("sae-features").replaceChildren(),
+  };
+
+  function clearPlot(id) {
+    Plotly.purge($(id));
+    $(id).replaceChildren();
+  }
+
+  function clearPanel(name) {
+    PANELS[name]();
+    $(name + "-error").textContent = "";
+    $(name + "-error").hidden = true;
+  }
+
+  function panelError(name, error) {
+    PANELS[name]();
+    $(name + "-error").textContent = error instanceof Error ? error.message : String(error);
+    $(name + "-error").hidden = false;
+  }
+
+  // Run a panel's request for the prompt of generation `gen`: its error goes to the panel
+  // (which is emptied), unless a newer prompt has been asked for meanwhile.
+  async function inPanel(name, gen, load) {
+    try {
+      await load(gen);
+    } catch (error) {
+      if (gen === generation) panelError(name, error);
+    }
+  }
+
   function el(tag, text, className) {
     const element = document.createElement(tag);
     if (text !== undefined) element.textContent = text;
@@ -60,25 +121,31 @@
     return element;
   }
 
+  // A token as a label (interp.analysis.labels.token_label): a space is ␣, a newline ↵, a tab ⇥.
   function visible(text) {
-    return String(text).replace(/\n/g, "\u21b5").replace(/\t/g, "\u21e5");
+    return String(text).replace(/ /g, "\u2423").replace(/\n/g, "\u21b5").replace(/\t/g, "\u21e5");
   }
 
   // plotly renders labels as a small HTML dialect: escape it so each shows literally.
   function plotText(text) {
-    return visible(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
   // Repeated tokens must stay apart on an axis: each label carries its position.
   function positionLabels(tokens) {
-    return tokens.map((token, i) => plotText(token) + "|" + i);
+    return tokens.map((token, i) => plotToken(token) + "|" + i);
+  }
+
+  // A token as a plotly label: whitespace made visible, then escaped.
+  function plotToken(token) {
+    return plotText(visible(token));
   }
 
   // circuitsvis writes tokens as HTML: escape what could start a tag or an entity
   // (as interp.viz.circuitsvis_view.circuitsvis_tokens does).
   function cvTokens(tokens) {
     return tokens.map((token) =>
-      String(token).replace(/&(?=[A-Za-z0-9#])/g, "&amp;").replace(/<(?=[A-Za-z/!?])/g, "&lt;"),
+      visible(token).replace(/&(?=[A-Za-z0-9#])/g, "&amp;").replace(/<(?=[A-Za-z/!?])/g, "&lt;"),
     );
   }
 
@@ -110,6 +177,8 @@
     state.corrupted = hash.get("corrupted") || "";
     state.answer = hash.get("answer") || "";
     state.wrong = hash.get("wrong") || "";
+    state.patchAnswer = hash.get("patch_answer") || "";
+    state.patchWrong = hash.get("patch_wrong") || "";
   }
 
   function writeHash() {
@@ -121,6 +190,8 @@
     if (state.corrupted) hash.set("corrupted", state.corrupted);
     if (state.answer) hash.set("answer", state.answer);
     if (state.wrong) hash.set("wrong", state.wrong);
+    if (state.patchAnswer) hash.set("patch_answer", state.patchAnswer);
+    if (state.patchWrong) hash.set("patch_wrong", state.patchWrong);
     history.replaceState(null, "", location.pathname + location.search + "#" + hash.toString());
   }
 
@@ -140,7 +211,8 @@
   function fillLayers() {
     const model = currentModel();
     $("model-shape").textContent =
-      `${model.n_layers} layers, ${model.n_heads} heads, d_model ${model.d_model}, ` +
+      `${model.n_layers} layers, ${model.n_heads} head${model.n_heads === 1 ? "" : "s"} per layer, ` +
+      `d_model ${model.d_model}${model.attn_only ? ", attention only" : ""}, ` +
       `up to ${model.max_tokens} tokens`;
     const select = $("layer");
     const layers = Array.from({ length: model.n_layers }, (_, i) => el("option", String(i)));
@@ -240,7 +312,7 @@
       z: data.top_probs,
       x: positionLabels(data.tokens),
       y: data.stages.map(plotText),
-      text: data.top_tokens.map((row) => row.map(plotText)),
+      text: data.top_tokens.map((row) => row.map(plotToken)),
       texttemplate: "%{text}",
       hovertemplate: "%{y} at %{x}: %{text} (%{z:.3f})<extra></extra>",
       zmin: 0,
@@ -343,6 +415,13 @@
 
   // ------------------------------------------------------------------ patching
   function renderPatching(result) {
+    const gap = result.clean_logit_diff - result.corrupted_logit_diff;
+    $("patching-baselines").textContent =
+      `logit of ${JSON.stringify(result.answer)} - logit of ${JSON.stringify(result.wrong_answer)}: ` +
+      `clean run ${result.clean_logit_diff.toFixed(3)}, corrupted run ` +
+      `${result.corrupted_logit_diff.toFixed(3)} (gap ${gap.toFixed(3)})`;
+    $("patching-warning").textContent = result.warning || "";
+    $("patching-warning").hidden = !result.warning;
     const resid = {
       type: "heatmap",
       z: result.resid_pre,
@@ -374,71 +453,93 @@
       Math.min(200 + 30 * result.heads.length, 700), { yaxis: { autorange: "reversed" } }), PLOT_CONFIG);
   }
 
-  async function startPatching() {
+  // Start patching the prompt of generation `gen`; its progress, result or error stay in the
+  // patching panel, and a newer prompt or model (or another start) stops it.
+  async function startPatching(gen) {
+    if (job) await cancelPatching(false);
+    clearPanel("patching");
     if (!state.prompt || !state.corrupted) return;
-    if (job) await cancelPatching();
     const body = { model: state.model, prompt: state.prompt, corrupted: state.corrupted };
-    if (state.answer) body.answer = state.answer;
-    if (state.wrong) body.wrong_answer = state.wrong;
+    if (state.patchAnswer) body.answer = state.patchAnswer;
+    if (state.patchWrong) body.wrong_answer = state.patchWrong;
     const status = await api("patching", body);
+    if (gen !== generation) {
+      await api(`jobs/${status.id}`, undefined, "DELETE");
+      return;
+    }
     const suffix = TOKEN ? "?token=" + encodeURIComponent(TOKEN) : "";
     const source = new EventSource(`api/jobs/${status.id}/events${suffix}`);
     job = { id: status.id, source: source };
     $("cancel").disabled = false;
     $("patching-progress").hidden = false;
     setBusy(1);
+    const finish = () => {
+      source.close();
+      job = null;
+      $("cancel").disabled = true;
+      $("patching-progress").hidden = true;
+      setBusy(-1);
+    };
     source.onmessage = (event) => {
+      if (!job || job.source !== source) return; // a stopped job's last words
       const update = JSON.parse(event.data);
       $("patching-progress").max = update.total;
       $("patching-progress").value = update.done;
       $("patching-state").textContent = `${update.state}: ${update.done} of ${update.total} steps`;
       if (update.state === "running") return;
-      source.close();
-      job = null;
-      $("cancel").disabled = true;
-      setBusy(-1);
+      finish();
       if (update.state === "done") renderPatching(update.result);
-      if (update.state === "error") showError(update.error);
+      if (update.state === "error") panelError("patching", update.error);
     };
     source.onerror = () => {
       if (job && job.source === source) {
-        source.close();
-        job = null;
-        setBusy(-1);
-        showError("Lost the connection to the patching job.");
+        finish();
+        panelError("patching", "Lost the connection to the patching job.");
       }
     };
   }
 
-  async function cancelPatching() {
+  // Stop the running job; `report` says so in the panel (a user's Cancel), else the panel is
+  // left to whoever stopped it (a new prompt, model or patching run clears it).
+  async function cancelPatching(report) {
     if (!job) return;
     const id = job.id;
     job.source.close();
     job = null;
     setBusy(-1);
     $("cancel").disabled = true;
+    $("patching-progress").hidden = true;
     const status = await api(`jobs/${id}`, undefined, "DELETE");
-    $("patching-state").textContent = `cancelled after ${status.done} of ${status.total} steps`;
+    if (report) $("patching-state").textContent = `cancelled after ${status.done} of ${status.total} steps`;
   }
 
   // ------------------------------------------------------------------ actions
+  // Every panel for the current model and prompt: each is emptied first, then filled by its
+  // own request (or shows its own error). A failed prompt leaves every panel empty.
   async function analyse() {
     clearError();
     writeHash();
-    if (!state.prompt) return;
     const gen = ++generation;
+    if (job) await cancelPatching(false);
+    Object.keys(PANELS).forEach(clearPanel);
+    if (!state.prompt) return;
     try {
-      renderTokens(await api("prompt", { model: state.model, prompt: state.prompt }));
+      const data = await api("prompt", { model: state.model, prompt: state.prompt });
+      if (gen !== generation) return;
+      renderTokens(data);
     } catch (error) {
-      if (gen === generation) showError(error);
+      if (gen === generation) panelError("tokens", error);
       return;
     }
-    const parts = [loadLayer(gen), loadLens(gen), loadAttribution(gen), loadScores(gen)];
-    if (currentModel().has_sae) parts.push(loadSae(gen));
-    if (state.corrupted) parts.push(startPatching());
-    const results = await Promise.allSettled(parts);
-    const failed = results.find((r) => r.status === "rejected");
-    if (failed && gen === generation) showError(failed.reason);
+    const parts = [
+      inPanel("attention", gen, loadLayer),
+      inPanel("lens", gen, loadLens),
+      inPanel("dla", gen, loadAttribution),
+      inPanel("scores", gen, loadScores),
+    ];
+    if (currentModel().has_sae) parts.push(inPanel("sae", gen, loadSae));
+    if (state.corrupted) parts.push(inPanel("patching", gen, startPatching));
+    await Promise.all(parts);
   }
 
   function run(action) {
@@ -448,41 +549,61 @@
     };
   }
 
-  function bind() {
-    $("prompt-form").addEventListener("submit", run(async () => {
+  function submitPrompt() {
+    return run(async () => {
+      if (state.prompt !== $("prompt").value) {
+        // Another prompt: a corrupted one written for the old prompt waits for "Patch".
+        state.corrupted = "";
+      }
       state.prompt = $("prompt").value;
       await analyse();
-    }));
+    });
+  }
+
+  // A new model: its example prompts in the boxes, answers (another vocabulary's) cleared.
+  function prefillExample() {
+    const model = currentModel();
+    state.prompt = model.example_prompt;
+    state.corrupted = "";
+    state.answer = state.wrong = state.patchAnswer = state.patchWrong = "";
+    $("prompt").value = model.example_prompt;
+    $("corrupted").value = model.example_corrupted;
+    for (const id of ["answer", "wrong-answer", "patch-answer", "patch-wrong"]) $(id).value = "";
+  }
+
+  function bind() {
+    $("prompt-form").addEventListener("submit", submitPrompt());
     $("prompt").addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && !event.shiftKey) run(async () => {
-        state.prompt = $("prompt").value;
-        await analyse();
-      })(event);
+      if (event.key === "Enter" && !event.shiftKey) submitPrompt()(event);
     });
     $("model").addEventListener("change", run(async () => {
       state.model = $("model").value;
       fillLayers();
+      prefillExample();
       await analyse();
     }));
     $("layer").addEventListener("change", run(async () => {
       state.layer = parseInt($("layer").value, 10);
       writeHash();
-      if (state.prompt) await loadLayer(generation);
+      if (!state.prompt) return;
+      clearPanel("attention");
+      await inPanel("attention", generation, loadLayer);
     }));
     $("dla-form").addEventListener("submit", run(async () => {
-      clearError();
       state.answer = $("answer").value.trim() ? $("answer").value : "";
       state.wrong = $("wrong-answer").value.trim() ? $("wrong-answer").value : "";
       writeHash();
-      await loadAttribution(generation);
+      clearPanel("dla");
+      if (state.prompt) await inPanel("dla", generation, loadAttribution);
     }));
     $("patching-form").addEventListener("submit", run(async () => {
-      clearError();
       state.corrupted = $("corrupted").value;
+      state.patchAnswer = $("patch-answer").value.trim() ? $("patch-answer").value : "";
+      state.patchWrong = $("patch-wrong").value.trim() ? $("patch-wrong").value : "";
       writeHash();
-      await startPatching();
+      await inPanel("patching", generation, startPatching);
     }));
-    $("cancel").addEventListener("click", run(cancelPatching));
+    $("cancel").addEventListener("click", run(() => cancelPatching(true)));
   }
 
   async function start() {
@@ -496,10 +617,13 @@
       return;
     }
     fillModels();
+    if (!state.prompt) prefillExample();
     $("prompt").value = state.prompt;
-    $("corrupted").value = state.corrupted;
+    if (state.corrupted) $("corrupted").value = state.corrupted;
     $("answer").value = state.answer;
     $("wrong-answer").value = state.wrong;
+    $("patch-answer").value = state.patchAnswer;
+    $("patch-wrong").value = state.patchWrong;
     await analyse();
     document.body.dataset.ready = "1";
   }
