@@ -1,0 +1,151 @@
+"""The offline attribution-graph viewer: Neuronpedia's graph JSON (what
+``interp.circuits.create_graph_files`` writes: ``metadata``, ``qParams``, ``nodes``, ``links``)
+as one self-contained page, a notebook cell or a page of ``interp serve``.
+
+Nodes sit by layer (rows: tokens at the bottom, logits at the top) and position (columns,
+labelled with the prompt's tokens, whitespace shown as ␣ and ↵); edges are drawn with width
+by weight and colour by sign. Hover shows a node's details, a click its strongest edges and
+logit effects, sliders re-prune the graph in the browser, and pinned nodes stay through it.
+The script and style are inlined (``static/graph_view.js``, ``static/graph_view.css``), the
+data is JSON with ``<``, ``>`` and ``&`` escaped, and the script writes every string from it
+as text, so the page needs no network and token text never becomes markup.
+
+``extras`` (optional) adds what the JSON does not hold, by feature (``"{layer}_{feature}"``):
+``activations`` [[position, value], ...] on the prompt, ``promoted`` / ``suppressed``
+[[token, weight], ...] decoder logit weights and ``contexts`` [{tokens, acts, index}, ...].
+
+Example:
+    >>> data = json.loads(Path("graphs/my-graph.json").read_text())
+    >>> GraphView(data).save("my-graph.html")       # open it offline
+    >>> GraphView(data)                             # in a notebook: the viewer in the cell
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from interp.viz.html import escape_text, html_page, inline_script, script_json
+
+STATIC = resources.files("interp.viz") / "static"
+GRAPH_KEYS = ("metadata", "nodes", "links")
+
+
+@functools.cache
+def viewer_asset(name: str) -> str:
+    """The viewer's script (``graph_view.js``) or style (``graph_view.css``) as text."""
+    if name not in ("graph_view.js", "graph_view.css"):
+        raise ValueError(f"No viewer asset {name!r}: graph_view.js or graph_view.css.")
+    return (STATIC / name).read_text(encoding="utf-8")
+
+
+def check_graph_json(graph: Any) -> dict[str, Any]:
+    """``graph`` if it is a graph JSON dict (``metadata``, ``nodes``, ``links``); else a
+    ``ValueError`` saying what is missing."""
+    if not isinstance(graph, dict):
+        raise ValueError(
+            f"A graph JSON is a dict (create_graph_files's {{slug}}.json), not a "
+            f"{type(graph).__name__}."
+        )
+    missing = [key for key in GRAPH_KEYS if key not in graph]
+    if missing:
+        raise ValueError(
+            f"The graph JSON has no {', '.join(missing)}; give the dict create_graph_files "
+            "writes (metadata, qParams, nodes, links)."
+        )
+    return graph
+
+
+def graph_fragment(graph: dict[str, Any], extras: dict[str, Any] | None = None) -> str:
+    """The viewer's element with its data, for a page that also loads the viewer's script
+    (after it) and style."""
+    data = {"graph": check_graph_json(graph), "extras": extras}
+    element_id = f"interp-graph-{uuid.uuid4().hex[:12]}"
+    return (
+        f"<div class='gv-root' id='{element_id}'>"
+        f"<script type='application/json' class='gv-data'>{script_json(data)}</script></div>"
+    )
+
+
+def _title(graph: dict[str, Any]) -> str:
+    metadata = graph.get("metadata") or {}
+    return f"Attribution graph: {metadata.get('slug') or metadata.get('prompt') or ''}"
+
+
+class GraphView:
+    """One attribution graph in the viewer; displays inline in a notebook.
+
+    Example:
+        >>> view = GraphView(graph_json, extras)
+        >>> view.save("graph.html")
+    """
+
+    def __init__(
+        self, graph: dict[str, Any], extras: dict[str, Any] | None = None, title: str = ""
+    ) -> None:
+        self.graph = check_graph_json(graph)
+        self.extras = extras
+        self.title = title or _title(graph)
+
+    def _inline(self) -> str:
+        return (
+            f"<style>{viewer_asset('graph_view.css')}</style>"
+            f"{graph_fragment(self.graph, self.extras)}"
+            f"{inline_script(viewer_asset('graph_view.js'))}"
+        )
+
+    def _repr_html_(self) -> str:
+        return self._inline()
+
+    def to_html(self) -> str:
+        """A complete offline HTML page showing the graph."""
+        body = f"<h1>{escape_text(self.title)}</h1>\n{self._inline()}"
+        return html_page(self.title, body, head="<style>body { max-width: none; }</style>")
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``to_html()`` to ``path`` (parents created); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_html(), encoding="utf-8")
+        return path
+
+    def __repr__(self) -> str:
+        return (
+            f"GraphView({self.title!r}, {len(self.graph['nodes'])} nodes, "
+            f"{len(self.graph['links'])} links)"
+        )
+
+
+def served_graph_page(
+    script_src: str,
+    graph: dict[str, Any] | None = None,
+    extras: dict[str, Any] | None = None,
+    links: dict[str, str] | None = None,
+) -> str:
+    """The viewer as a page whose script is loaded from ``script_src`` (a server that allows
+    no inline script). With ``graph``, that graph; without, a file picker that opens a graph
+    JSON from disk in the browser, and ``links`` (label -> href) to graphs the server has."""
+    style = f"<style>{viewer_asset('graph_view.css')} body {{ max-width: none; }}</style>"
+    script = f"<script src='{escape_text(script_src)}'></script>"
+    if graph is not None:
+        title = _title(graph)
+        body = f"<h1>{escape_text(title)}</h1>{graph_fragment(graph, extras)}{script}"
+        return html_page(title, body, head=style)
+    items = "".join(
+        f"<li><a href='{escape_text(href)}'>{escape_text(label)}</a></li>"
+        for label, href in (links or {}).items()
+    )
+    listed = f"<h2>Graphs on this server</h2><ul>{items}</ul>" if items else ""
+    body = (
+        "<h1>Attribution graph viewer</h1>"
+        "<p class='note'>Open a graph JSON written by <code>interp.circuits.create_graph_files"
+        "</code> (or circuit-tracer's): it is read here in the browser and sent nowhere.</p>"
+        "<p><input type='file' accept='.json,application/json' class='gv-file' "
+        "data-target='gv-picked' data-status='gv-picked-status'> "
+        f"<span id='gv-picked-status' class='note'></span></p>{listed}"
+        f"<div class='gv-root' id='gv-picked'></div>{script}"
+    )
+    return html_page("Attribution graph viewer", body, head=style)

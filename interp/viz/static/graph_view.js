@@ -1,0 +1,549 @@
+/* The attribution-graph viewer: draws a graph in Neuronpedia's JSON (circuit-tracer's
+ * create_graph_files) as SVG, with no network and no library.
+ *
+ * Every <div class="gv-root"> holding a <script type="application/json" class="gv-data">
+ * ({"graph": {metadata, qParams, nodes, links}, "extras": {...} or null}) is rendered once.
+ * Rows are layers (embeddings at the bottom, logits at the top), columns token positions.
+ * Text from the data only ever reaches the page through textContent or SVG text nodes.
+ */
+(function () {
+  "use strict";
+  if (window.InterpGraphView) { window.InterpGraphView.renderAll(); return; }
+
+  var SVG = "http://www.w3.org/2000/svg";
+  var POSITIVE = "#2563eb", NEGATIVE = "#dc2626";
+  var ROW_H = 64, SLOT = 15, PER_LINE = 10, LEFT = 64, TOP = 28, BOTTOM = 56;
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+  function svg(tag, attrs) {
+    var node = document.createElementNS(SVG, tag);
+    for (var key in attrs) node.setAttribute(key, attrs[key]);
+    return node;
+  }
+  function visible(token) {
+    return String(token).replace(/ /g, "\u2423").replace(/\r?\n/g, "\u21b5").replace(/\t/g, "\u21e5");
+  }
+  function fmt(value) {
+    if (value === null || value === undefined) return "\u2013";
+    var a = Math.abs(value);
+    return a !== 0 && (a < 0.001 || a >= 10000) ? value.toExponential(2) : value.toFixed(3);
+  }
+
+  /* ---------------------------------------------------------------- the graph model */
+  function buildModel(data) {
+    var graph = data.graph, extras = data.extras || {};
+    var tokens = (graph.metadata && graph.metadata.prompt_tokens) || [];
+    var nodes = graph.nodes.map(function (n) { return Object.assign({}, n); });
+    var byId = {};
+    var nLayers = 0;
+    nodes.forEach(function (n) {
+      byId[n.node_id] = n;
+      if (n.feature_type === "logit") nLayers = Math.max(nLayers, Number(n.layer) - 1);
+      else if (n.layer !== "E") nLayers = Math.max(nLayers, Number(n.layer) + 1);
+    });
+    nodes.forEach(function (n) {
+      n.row = n.feature_type === "embedding" ? 0 : n.feature_type === "logit" ? nLayers + 1
+        : Number(n.layer) + 1;
+      n.kind = n.feature_type === "embedding" ? "embedding" : n.feature_type === "logit" ? "logit"
+        : n.feature_type === "mlp reconstruction error" ? "error" : "feature";
+      n.token = tokens[n.ctx_idx] !== undefined ? tokens[n.ctx_idx] : "";
+      n.incoming = []; n.outgoing = [];
+    });
+    var links = [];
+    graph.links.forEach(function (l) {
+      var s = byId[l.source], t = byId[l.target];
+      if (!s || !t) return;
+      var link = { source: s, target: t, weight: Number(l.weight) };
+      links.push(link); s.outgoing.push(link); t.incoming.push(link);
+    });
+    var maxWeight = links.reduce(function (m, l) { return Math.max(m, Math.abs(l.weight)); }, 0) || 1;
+    var q = graph.qParams || {};
+    return {
+      graph: graph, extras: extras, tokens: tokens, nodes: nodes, byId: byId, links: links,
+      nLayers: nLayers, maxWeight: maxWeight,
+      fileNodeThreshold: (graph.metadata && graph.metadata.node_threshold) || 1,
+      pinned: (q.pinnedIds || []).filter(function (id) { return byId[id]; }),
+      clicked: q.clickedId && byId[q.clickedId] ? q.clickedId : null,
+    };
+  }
+
+  function nodeTitle(n) {
+    if (n.kind === "embedding") return "Token " + JSON.stringify(n.token) + " at position " + n.ctx_idx;
+    if (n.kind === "logit") return n.clerp || ("Logit " + n.feature);
+    if (n.kind === "error") return "MLP error, layer " + n.layer + ", position " + n.ctx_idx;
+    return (n.clerp ? n.clerp + " \u2014 " : "") + "Feature " + featureIndex(n) + " of layer " +
+      n.layer + " at position " + n.ctx_idx;
+  }
+  /* a short name for lists: "L1 #14 @24", "error L0 @3", "token "cat" @2", "logit "dog"" */
+  function shortLabel(n) {
+    if (n.kind === "feature") return "L" + n.layer + " #" + featureIndex(n) + " @" + n.ctx_idx + " " + visible(n.token) + (n.clerp ? " \u2014 " + n.clerp : "");
+    if (n.kind === "error") return "error L" + n.layer + " @" + n.ctx_idx + " " + visible(n.token);
+    if (n.kind === "embedding") return "token " + visible(n.token) + " @" + n.ctx_idx;
+    return n.clerp || ("logit " + n.feature);
+  }
+  function featureIndex(n) { return Number(String(n.node_id).split("_")[1]); }
+
+  /* --------------------------------------------------------- pruning in the browser */
+  /* prune_graph's rule on the file's graph: feature and error nodes whose cumulative
+   * influence (the file's "influence") is above nodeThreshold go; then edges are scored by
+   * their share of the influence on the logits (row-normalised |weight| times the target's
+   * influence) and the strongest holding edgeThreshold of the total are kept; features and
+   * errors left without a target (features: or a source) go. Pinned nodes always stay. */
+  function prune(model, nodeThreshold, edgeThreshold) {
+    var keep = {}, pinned = {};
+    model.pinned.forEach(function (id) { pinned[id] = true; });
+    // as prune_graph's threshold: the nodes up to the first whose cumulative score reaches it
+    var reach = Infinity;
+    model.nodes.forEach(function (n) {
+      if (typeof n.influence === "number" && n.influence >= nodeThreshold) reach = Math.min(reach, n.influence);
+    });
+    model.nodes.forEach(function (n) {
+      keep[n.node_id] = n.kind === "embedding" || n.kind === "logit" || pinned[n.node_id] ||
+        typeof n.influence !== "number" || n.influence <= reach;
+    });
+    var live = model.links.filter(function (l) { return keep[l.source.node_id] && keep[l.target.node_id]; });
+    var rowSum = {};
+    live.forEach(function (l) { rowSum[l.target.node_id] = (rowSum[l.target.node_id] || 0) + Math.abs(l.weight); });
+    var norm = live.map(function (l) { return Math.abs(l.weight) / Math.max(rowSum[l.target.node_id], 1e-10); });
+    var weight = {};
+    model.nodes.forEach(function (n) { weight[n.node_id] = n.kind === "logit" ? (n.token_prob || 0) : 0; });
+    // influence = w A + w A^2 + ... (the graph is acyclic: at most one step per row)
+    var influence = {}, current = Object.assign({}, weight);
+    for (var step = 0; step <= model.nLayers + 2; step++) {
+      var next = {}, any = false;
+      live.forEach(function (l, i) {
+        var c = current[l.target.node_id];
+        if (c) { next[l.source.node_id] = (next[l.source.node_id] || 0) + c * norm[i]; any = true; }
+      });
+      for (var id in next) influence[id] = (influence[id] || 0) + next[id];
+      if (!any) break;
+      current = next;
+    }
+    var scores = live.map(function (l, i) {
+      return norm[i] * ((influence[l.target.node_id] || 0) + weight[l.target.node_id]);
+    });
+    var ordered = scores.slice().sort(function (a, b) { return b - a; });
+    var total = ordered.reduce(function (a, b) { return a + b; }, 0);
+    var cut = -Infinity;
+    if (total > 0 && edgeThreshold < 1) {
+      var sum = 0;
+      cut = ordered[ordered.length - 1];
+      for (var k = 0; k < ordered.length; k++) {
+        sum += ordered[k];
+        if (sum / total >= edgeThreshold - 1e-12) { cut = ordered[k]; break; }
+      }
+    }
+    var edges = live.filter(function (l, i) { return scores[i] >= cut || (pinned[l.source.node_id] && pinned[l.target.node_id]); });
+    for (var changed = true; changed;) {
+      changed = false;
+      var hasTarget = {}, hasSource = {};
+      edges.forEach(function (l) { hasTarget[l.source.node_id] = true; hasSource[l.target.node_id] = true; });
+      model.nodes.forEach(function (n) {
+        var id = n.node_id;
+        if (!keep[id] || pinned[id] || n.kind === "embedding" || n.kind === "logit") return;
+        if (!hasTarget[id] || (n.kind === "feature" && !hasSource[id])) { keep[id] = false; changed = true; }
+      });
+      edges = edges.filter(function (l) { return keep[l.source.node_id] && keep[l.target.node_id]; });
+    }
+    return { keep: keep, edges: edges };
+  }
+
+  /* ------------------------------------------------------------------ the layout */
+  function layout(model) {
+    var nPos = Math.max(model.tokens.length, 1 + model.nodes.reduce(function (m, n) { return Math.max(m, n.ctx_idx); }, 0));
+    var cells = {};
+    model.nodes.forEach(function (n) {
+      var key = n.row + ":" + n.ctx_idx;
+      (cells[key] = cells[key] || []).push(n);
+    });
+    var widths = [];
+    for (var p = 0; p < nPos; p++) widths.push(58);
+    var lines = 1;
+    for (var key in cells) {
+      var list = cells[key], pos = list[0].ctx_idx, slot = list[0].kind === "logit" ? 30 : SLOT;
+      list.sort(function (a, b) { return (a.influence === null ? 0 : a.influence) - (b.influence === null ? 0 : b.influence) || (a.token_prob > b.token_prob ? -1 : 1); });
+      var perLine = list[0].kind === "logit" ? list.length : PER_LINE;
+      widths[pos] = Math.max(widths[pos], Math.min(list.length, perLine) * slot + 16);
+      lines = Math.max(lines, Math.ceil(list.length / perLine));
+    }
+    var rowH = Math.max(ROW_H, lines * SLOT + 30);
+    var x = [LEFT];
+    for (p = 0; p < nPos; p++) x.push(x[p] + widths[p]);
+    var nRows = model.nLayers + 2;
+    var height = TOP + nRows * rowH + BOTTOM;
+    function rowY(row) { return TOP + (nRows - 1 - row) * rowH + rowH / 2; }
+    for (key in cells) {
+      list = cells[key];
+      var kind = list[0].kind;
+      slot = kind === "logit" ? 30 : SLOT;
+      perLine = kind === "logit" ? list.length : PER_LINE;
+      var col = list[0].ctx_idx, centre = (x[col] + x[col + 1]) / 2;
+      var nLines = Math.ceil(list.length / perLine);
+      list.forEach(function (n, i) {
+        var line = Math.floor(i / perLine), inLine = Math.min(perLine, list.length - line * perLine);
+        n.x = centre + ((i % perLine) - (inLine - 1) / 2) * slot;
+        n.y = rowY(n.row) + (line - (nLines - 1) / 2) * SLOT - (kind === "logit" ? 6 : 0);
+      });
+    }
+    return { nPos: nPos, x: x, width: x[nPos] + 16, height: height, rowY: rowY, rowH: rowH, nRows: nRows };
+  }
+
+  /* ------------------------------------------------------------------ the view */
+  function GraphView(root, data) {
+    this.root = root;
+    this.model = buildModel(data);
+    this.selected = this.model.clicked;
+    this.build();
+    this.update();
+    this.canvas.scrollLeft = this.canvas.scrollWidth;  // the logits, at the last position
+  }
+
+  GraphView.prototype.build = function () {
+    var self = this, model = this.model, meta = model.graph.metadata || {};
+    var root = this.root;
+    while (root.firstChild && !(root.firstChild.classList && root.firstChild.classList.contains("gv-data"))) root.removeChild(root.firstChild);
+    var header = el("div", "gv-header");
+    header.appendChild(el("div", "gv-prompt", meta.prompt !== undefined ? visible(meta.prompt) : ""));
+    var info = el("div", "gv-info");
+    info.appendChild(el("span", null, (meta.slug ? meta.slug + " \u00b7 " : "") + (meta.scan ? "transcoders " + meta.scan + " \u00b7 " : "") +
+      "pruned at node threshold " + model.fileNodeThreshold + " in the file"));
+    header.appendChild(info);
+    var controls = el("div", "gv-controls");
+    function slider(name, label, min, max, value) {
+      var wrap = el("label", "gv-slider");
+      wrap.appendChild(el("span", null, label));
+      var input = el("input");
+      input.type = "range"; input.name = name; input.min = min; input.max = max; input.step = 0.01;
+      input.value = value;
+      var shown = el("output", null, Number(value).toFixed(2));
+      input.addEventListener("input", function () { shown.textContent = Number(input.value).toFixed(2); self.update(); });
+      wrap.appendChild(input); wrap.appendChild(shown);
+      controls.appendChild(wrap);
+      return input;
+    }
+    this.nodeSlider = slider("node-threshold", "node threshold", 0.05, Math.max(model.fileNodeThreshold, 0.05), model.fileNodeThreshold);
+    this.edgeSlider = slider("edge-threshold", "edge threshold", 0.05, 1, 1);
+    this.counts = el("span", "gv-counts");
+    controls.appendChild(this.counts);
+    header.appendChild(controls);
+    root.insertBefore(header, root.firstChild);
+
+    var body = el("div", "gv-body");
+    var canvas = el("div", "gv-canvas");
+    var geo = this.geo = layout(model);
+    var s = this.svg = svg("svg", { width: geo.width, height: geo.height, viewBox: "0 0 " + geo.width + " " + geo.height, class: "gv-svg" });
+    var grid = svg("g", { class: "gv-grid" });
+    for (var row = 0; row < geo.nRows; row++) {
+      var y = geo.rowY(row);
+      grid.appendChild(svg("line", { x1: LEFT - 6, x2: geo.width - 8, y1: y, y2: y, class: "gv-rowline" }));
+      var label = svg("text", { x: 8, y: y + 4, class: "gv-rowlabel" });
+      label.textContent = row === 0 ? "Emb" : row === geo.nRows - 1 ? "Logit" : "L" + (row - 1);
+      grid.appendChild(label);
+    }
+    for (var p = 0; p < geo.nPos; p++) {
+      var cx = (geo.x[p] + geo.x[p + 1]) / 2;
+      if (p > 0) grid.appendChild(svg("line", { x1: geo.x[p], x2: geo.x[p], y1: TOP - 8, y2: geo.height - BOTTOM + 6, class: "gv-colline" }));
+      var tok = svg("text", { x: cx, y: geo.height - BOTTOM + 24, class: "gv-token", "text-anchor": "middle" });
+      var full = visible(model.tokens[p] !== undefined ? model.tokens[p] : "");
+      var maxChars = Math.max(3, Math.floor((geo.x[p + 1] - geo.x[p]) / 7.5));
+      tok.textContent = full.length > maxChars ? full.slice(0, maxChars - 1) + "\u2026" : full;
+      var tip = svg("title", {}); tip.textContent = full + " (position " + p + ")";
+      tok.appendChild(tip);
+      grid.appendChild(tok);
+      var idx = svg("text", { x: cx, y: geo.height - BOTTOM + 40, class: "gv-posidx", "text-anchor": "middle" });
+      idx.textContent = String(p);
+      grid.appendChild(idx);
+    }
+    s.appendChild(grid);
+    this.edgeLayer = svg("g", { class: "gv-edges" });
+    s.appendChild(this.edgeLayer);
+    var nodeLayer = svg("g", { class: "gv-nodes" });
+    model.nodes.forEach(function (n) {
+      var g = svg("g", { class: "gv-node gv-" + n.kind, "data-node-id": n.node_id, transform: "translate(" + n.x + "," + n.y + ")" });
+      if (n.kind === "feature") g.appendChild(svg("circle", { r: 5.5 }));
+      else if (n.kind === "error") g.appendChild(svg("rect", { x: -5, y: -5, width: 10, height: 10 }));
+      else if (n.kind === "embedding") g.appendChild(svg("rect", { x: -7, y: -7, width: 14, height: 14, rx: 2 }));
+      else {
+        g.appendChild(svg("rect", { x: -6, y: -6, width: 12, height: 12, rx: 6 }));
+        var text = svg("text", { y: -10, "text-anchor": "middle", class: "gv-logit-label" });
+        var m = /^Output "(.*)" \(p=/.exec(n.clerp || "");
+        var word = visible(m ? m[1] : String(n.feature));
+        text.textContent = word.length > 5 ? word.slice(0, 4) + "\u2026" : word;
+        g.appendChild(text);
+      }
+      g.appendChild(svg("circle", { r: 9.5, class: "gv-pin-ring" }));
+      g.addEventListener("mouseenter", function (event) { self.hover(n, event); });
+      g.addEventListener("mousemove", function (event) { self.moveTip(event); });
+      g.addEventListener("mouseleave", function () { self.tip.style.display = "none"; });
+      g.addEventListener("click", function (event) {
+        if (event.shiftKey) self.togglePin(n.node_id); else self.select(n.node_id);
+      });
+      n.element = g;
+      nodeLayer.appendChild(g);
+    });
+    s.appendChild(nodeLayer);
+    canvas.appendChild(s);
+    body.appendChild(canvas);
+    this.canvas = canvas;
+
+    var side = el("div", "gv-side");
+    var pinBox = el("div", "gv-pinned");
+    pinBox.appendChild(el("h4", null, "Pinned nodes"));
+    this.pinList = el("ul", "gv-pin-list");
+    pinBox.appendChild(this.pinList);
+    pinBox.appendChild(el("p", "gv-note", "Shift+click a node, or use Pin in its details, to pin it; pinned nodes stay through pruning."));
+    side.appendChild(pinBox);
+    this.details = el("div", "gv-details");
+    side.appendChild(this.details);
+    body.appendChild(side);
+    root.insertBefore(body, header.nextSibling);
+    this.tip = el("div", "gv-tip");
+    this.tip.style.display = "none";
+    root.insertBefore(this.tip, body.nextSibling);
+    var legend = el("div", "gv-legend");
+    [["gv-lg-feature", "feature"], ["gv-lg-error", "MLP error"], ["gv-lg-embedding", "token"], ["gv-lg-logit", "logit"],
+      ["gv-lg-pos", "positive edge"], ["gv-lg-neg", "negative edge"]].forEach(function (item) {
+      var entry = el("span", "gv-lg"); entry.appendChild(el("i", item[0])); entry.appendChild(document.createTextNode(item[1]));
+      legend.appendChild(entry);
+    });
+    root.insertBefore(legend, body.nextSibling);
+  };
+
+  GraphView.prototype.update = function () {
+    var model = this.model, self = this;
+    var result = this.pruned = prune(model, Number(this.nodeSlider.value), Number(this.edgeSlider.value));
+    while (this.edgeLayer.firstChild) this.edgeLayer.removeChild(this.edgeLayer.firstChild);
+    var edges = result.edges.slice().sort(function (a, b) { return Math.abs(a.weight) - Math.abs(b.weight); });
+    edges.forEach(function (l) {
+      var strength = Math.abs(l.weight) / model.maxWeight;
+      var sx = l.source.x, sy = l.source.y, tx = l.target.x, ty = l.target.y, my = (sy + ty) / 2;
+      var path = svg("path", {
+        d: "M" + sx + "," + sy + " C" + sx + "," + my + " " + tx + "," + my + " " + tx + "," + ty,
+        class: "gv-edge", stroke: l.weight >= 0 ? POSITIVE : NEGATIVE,
+        "stroke-width": (0.4 + 3.6 * Math.sqrt(strength)).toFixed(2),
+        "stroke-opacity": (0.15 + 0.6 * Math.sqrt(strength)).toFixed(2),
+        "data-source": l.source.node_id, "data-target": l.target.node_id,
+      });
+      l.element = path;
+      self.edgeLayer.appendChild(path);
+    });
+    var shown = 0;
+    model.nodes.forEach(function (n) {
+      var on = !!result.keep[n.node_id];
+      n.element.classList.toggle("gv-hidden", !on);
+      n.element.classList.toggle("gv-is-pinned", model.pinned.indexOf(n.node_id) >= 0);
+      if (on) shown++;
+    });
+    this.counts.textContent = shown + " of " + model.nodes.length + " nodes \u00b7 " + edges.length + " of " + model.links.length + " edges";
+    this.renderPins();
+    this.highlight();
+    this.renderDetails();
+  };
+
+  GraphView.prototype.highlight = function () {
+    var id = this.selected;
+    this.root.classList.toggle("gv-has-selection", !!id);
+    (this.pruned ? this.pruned.edges : []).forEach(function (l) {
+      l.element.classList.toggle("gv-edge-on", l.source.node_id === id || l.target.node_id === id);
+    });
+    this.model.nodes.forEach(function (n) { n.element.classList.toggle("gv-selected", n.node_id === id); });
+  };
+
+  GraphView.prototype.hover = function (n, event) {
+    var tip = this.tip;
+    while (tip.firstChild) tip.removeChild(tip.firstChild);
+    tip.appendChild(el("div", "gv-tip-title", nodeTitle(n)));
+    var rows = [["node", n.node_id], ["layer", n.layer], ["position", n.ctx_idx + " " + visible(n.token)]];
+    if (n.kind === "feature") rows.push(["feature", String(featureIndex(n))]);
+    if (n.activation !== null && n.activation !== undefined) rows.push(["activation", fmt(n.activation)]);
+    if (n.influence !== null && n.influence !== undefined) rows.push(["influence", fmt(n.influence)]);
+    if (n.kind === "logit") rows.push(["probability", fmt(n.token_prob)]);
+    var table = el("table");
+    rows.forEach(function (r) {
+      var tr = el("tr"); tr.appendChild(el("th", null, r[0])); tr.appendChild(el("td", null, String(r[1]))); table.appendChild(tr);
+    });
+    tip.appendChild(table);
+    tip.style.display = "block";
+    this.moveTip(event);
+  };
+
+  GraphView.prototype.moveTip = function (event) {
+    var box = this.root.getBoundingClientRect();
+    this.tip.style.left = (event.clientX - box.left + 14) + "px";
+    this.tip.style.top = (event.clientY - box.top + 14) + "px";
+  };
+
+  GraphView.prototype.select = function (id) {
+    this.selected = this.selected === id ? null : id;
+    this.highlight();
+    this.renderDetails();
+  };
+
+  GraphView.prototype.togglePin = function (id) {
+    var pins = this.model.pinned, i = pins.indexOf(id);
+    if (i >= 0) pins.splice(i, 1); else pins.push(id);
+    this.update();
+  };
+
+  GraphView.prototype.renderPins = function () {
+    var self = this, list = this.pinList;
+    while (list.firstChild) list.removeChild(list.firstChild);
+    if (!this.model.pinned.length) list.appendChild(el("li", "gv-note", "none"));
+    this.model.pinned.forEach(function (id) {
+      var n = self.model.byId[id], li = el("li");
+      var link = el("a", "gv-pin-name", shortLabel(n));
+      link.href = "#"; link.addEventListener("click", function (e) { e.preventDefault(); self.selected = null; self.select(id); });
+      var remove = el("button", "gv-unpin", "\u00d7"); remove.title = "unpin"; remove.type = "button";
+      remove.addEventListener("click", function () { self.togglePin(id); });
+      li.appendChild(link); li.appendChild(remove); list.appendChild(li);
+    });
+  };
+
+  function edgeTable(title, links, other, self) {
+    var box = el("div", "gv-edge-list");
+    box.appendChild(el("h4", null, title));
+    if (!links.length) { box.appendChild(el("p", "gv-note", "none shown at these thresholds")); return box; }
+    var table = el("table");
+    links.slice().sort(function (a, b) { return Math.abs(b.weight) - Math.abs(a.weight); }).slice(0, 10).forEach(function (l) {
+      var n = l[other], tr = el("tr");
+      var name = el("td"), link = el("a", null, shortLabel(n));
+      link.href = "#"; link.addEventListener("click", function (e) { e.preventDefault(); self.selected = null; self.select(n.node_id); });
+      name.appendChild(link);
+      var w = el("td", l.weight >= 0 ? "gv-pos" : "gv-neg", (l.weight >= 0 ? "+" : "") + fmt(l.weight));
+      tr.appendChild(w); tr.appendChild(name); table.appendChild(tr);
+    });
+    box.appendChild(table);
+    return box;
+  }
+
+  GraphView.prototype.renderDetails = function () {
+    var self = this, box = this.details, model = this.model;
+    while (box.firstChild) box.removeChild(box.firstChild);
+    var n = this.selected ? model.byId[this.selected] : null;
+    if (!n) { box.appendChild(el("p", "gv-note", "Hover a node for its details; click one to see its strongest edges and logit effects.")); return; }
+    box.appendChild(el("h3", "gv-detail-title", nodeTitle(n)));
+    var pin = el("button", "gv-pin", model.pinned.indexOf(n.node_id) >= 0 ? "Unpin" : "Pin");
+    pin.type = "button"; pin.addEventListener("click", function () { self.togglePin(n.node_id); });
+    box.appendChild(pin);
+    var facts = el("table", "gv-facts");
+    var rows = [["node", n.node_id], ["type", n.feature_type], ["layer", n.layer], ["position", n.ctx_idx + " (" + visible(n.token) + ")"]];
+    if (n.kind === "feature") rows.push(["feature", String(featureIndex(n))]);
+    rows.push(["activation", fmt(n.activation)], ["influence", fmt(n.influence)]);
+    if (n.clerp) rows.push(["clerp", n.clerp]);
+    rows.forEach(function (r) {
+      var tr = el("tr"); tr.appendChild(el("th", null, r[0])); tr.appendChild(el("td", null, String(r[1]))); facts.appendChild(tr);
+    });
+    box.appendChild(facts);
+    var shown = this.pruned.edges;
+    var incoming = shown.filter(function (l) { return l.target === n; });
+    var outgoing = shown.filter(function (l) { return l.source === n; });
+    box.appendChild(edgeTable("Strongest inputs", incoming, "source", this));
+    box.appendChild(edgeTable("Strongest outputs", outgoing.filter(function (l) { return l.target.kind !== "logit"; }), "target", this));
+    if (n.kind !== "logit") {
+      box.appendChild(edgeTable("Direct effects on the logits (graph edges)", n.outgoing.filter(function (l) { return l.target.kind === "logit"; }), "target", this));
+    }
+    var extra = n.kind === "feature" && model.extras.features ? model.extras.features[n.layer + "_" + featureIndex(n)] : null;
+    if (extra) this.renderExtra(box, extra);
+  };
+
+  GraphView.prototype.renderExtra = function (box, extra) {
+    var tokens = this.model.tokens;
+    if (extra.activations && extra.activations.length) {
+      box.appendChild(el("h4", null, "Activation on the prompt"));
+      var peak = extra.activations.reduce(function (m, a) { return Math.max(m, a[1]); }, 0) || 1;
+      var values = {};
+      extra.activations.forEach(function (a) { values[a[0]] = a[1]; });
+      var line = el("div", "gv-context");
+      tokens.forEach(function (t, p) {
+        var span = el("span", null, visible(t));
+        var v = values[p] || 0;
+        span.style.background = "rgba(255, 120, 0, " + Math.max(0, Math.min(1, v / peak)).toFixed(3) + ")";
+        span.title = "position " + p + ": " + fmt(v);
+        line.appendChild(span);
+      });
+      box.appendChild(line);
+    }
+    (extra.contexts || []).length && box.appendChild(el("h4", null, "Top contexts"));
+    (extra.contexts || []).forEach(function (c) {
+      var line = el("div", "gv-context");
+      var peak = c.acts.reduce(function (m, a) { return Math.max(m, a); }, 0) || 1;
+      c.tokens.forEach(function (t, i) {
+        var span = el("span", i === c.index ? "gv-top" : null, visible(t));
+        span.style.background = "rgba(255, 120, 0, " + Math.max(0, Math.min(1, c.acts[i] / peak)).toFixed(3) + ")";
+        line.appendChild(span);
+      });
+      box.appendChild(line);
+    });
+    if (extra.promoted || extra.suppressed) {
+      box.appendChild(el("h4", null, "Decoder logit weights"));
+      var table = el("table", "gv-logits");
+      var head = el("tr"); head.appendChild(el("th", null, "promotes")); head.appendChild(el("th")); head.appendChild(el("th", null, "suppresses")); head.appendChild(el("th"));
+      table.appendChild(head);
+      var up = extra.promoted || [], down = extra.suppressed || [];
+      for (var i = 0; i < Math.max(up.length, down.length); i++) {
+        var tr = el("tr");
+        tr.appendChild(el("td", "gv-tok", up[i] ? visible(up[i][0]) : ""));
+        tr.appendChild(el("td", "gv-pos", up[i] ? "+" + fmt(up[i][1]) : ""));
+        tr.appendChild(el("td", "gv-tok", down[i] ? visible(down[i][0]) : ""));
+        tr.appendChild(el("td", "gv-neg", down[i] ? fmt(down[i][1]) : ""));
+        table.appendChild(tr);
+      }
+      box.appendChild(table);
+    }
+  };
+
+  function readData(root) {
+    var holder = root.querySelector("script.gv-data");
+    return holder ? JSON.parse(holder.textContent) : null;
+  }
+
+  function renderAll() {
+    var roots = document.querySelectorAll("div.gv-root:not([data-gv-rendered])");
+    Array.prototype.forEach.call(roots, function (root) {
+      var data = readData(root);
+      if (!data) return;
+      root.setAttribute("data-gv-rendered", "1");
+      root.gvView = new GraphView(root, data);
+    });
+  }
+
+  /* A page with <input type="file" class="gv-file"> and an empty <div class="gv-root">
+   * opens a graph JSON from disk (read in the browser; nothing is sent anywhere). */
+  function bindFilePickers() {
+    Array.prototype.forEach.call(document.querySelectorAll("input.gv-file"), function (input) {
+      if (input.gvBound) return;
+      input.gvBound = true;
+      input.addEventListener("change", function () {
+        var file = input.files && input.files[0], target = document.getElementById(input.getAttribute("data-target"));
+        if (!file || !target) return;
+        var reader = new FileReader();
+        reader.onload = function () {
+          var status = document.getElementById(input.getAttribute("data-status"));
+          try {
+            var parsed = JSON.parse(String(reader.result));
+            var data = parsed.graph ? parsed : { graph: parsed, extras: null };
+            if (!data.graph.nodes || !data.graph.links) throw new Error("no nodes and links: not a graph JSON from create_graph_files");
+            while (target.firstChild) target.removeChild(target.firstChild);
+            target.removeAttribute("data-gv-rendered");
+            target.gvView = new GraphView(target, data);
+            target.setAttribute("data-gv-rendered", "1");
+            if (status) status.textContent = file.name;
+          } catch (error) {
+            if (status) status.textContent = file.name + ": " + error.message;
+          }
+        };
+        reader.readAsText(file);
+      });
+    });
+  }
+
+  window.InterpGraphView = { renderAll: renderAll, prune: prune, buildModel: buildModel };
+  function start() { renderAll(); bindFilePickers(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
