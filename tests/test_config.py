@@ -144,7 +144,7 @@ def test_initializer_range_is_init_range():
         ("scale_attn_by_inverse_layer_idx", True, "False"),
         ("n_devices", 2, "1"),
         ("init_mode", "xavier_uniform", "'gpt2'"),
-        ("num_experts", 8, "None"),
+        ("relative_attention_num_buckets", 32, "None"),
         ("use_yarn_rope", True, "False"),
     ],
 )

@@ -7,6 +7,7 @@ from interp.components.attention import Attention
 from interp.components.block import OPT_IN_HOOKS, TransformerBlock
 from interp.components.embeddings import Embed, PosEmbed, Unembed
 from interp.components.mlp import MLP
+from interp.components.moe import Expert, MoE
 from interp.components.norms import (
     LayerNorm,
     LayerNormPre,
@@ -19,6 +20,8 @@ from interp.components.norms import (
 __all__ = [
     "ACTIVATIONS",
     "MLP",
+    "MoE",
+    "Expert",
     "OPT_IN_HOOKS",
     "Attention",
     "Embed",

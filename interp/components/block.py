@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from interp.components.attention import Attention
 from interp.components.mlp import MLP
+from interp.components.moe import MoE
 from interp.components.norms import make_norm
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
@@ -34,8 +35,9 @@ class TransformerBlock(nn.Module):
     and MLP outputs (``hook_attn_out``/``hook_mlp_out`` see them after that norm), and
     ``use_post_norms_only`` keeps those two alone (OLMo 2: ``ln1``/``ln2`` are identities);
     ``parallel_attn_mlp`` feeds ``resid_pre`` to both attention and MLP (there is then no
-    ``hook_resid_mid``); attention-only blocks have no MLP; shortformer models add their
-    position embeddings to the attention's query and key inputs. ``block_index`` picks the
+    ``hook_resid_mid``); attention-only blocks have no MLP, and ``cfg.num_experts`` makes it
+    a mixture of experts (``MoE``); shortformer models add their position embeddings to the
+    attention's query and key inputs. ``block_index`` picks the
     layer's attention type in ``cfg.attn_types``.
 
     Example:
@@ -58,7 +60,7 @@ class TransformerBlock(nn.Module):
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
         if not cfg.attn_only:
             self.ln2 = nn.Identity() if cfg.use_post_norms_only else make_norm(cfg)
-            self.mlp = MLP(cfg)
+            self.mlp = MoE(cfg) if cfg.num_experts else MLP(cfg)
             if sandwich:
                 self.ln2_post = make_norm(cfg, weighted=True)
             if not cfg.parallel_attn_mlp:

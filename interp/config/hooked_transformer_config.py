@@ -15,6 +15,7 @@ from interp.config.checks import (
     check_attention,
     check_blocks,
     check_choices,
+    check_experts,
     check_rotary,
     check_supported,
     check_types,
@@ -36,7 +37,7 @@ class HookedTransformerConfig:
     both for a ``d_head`` that is not ``d_model / n_heads``); ``d_vocab=-1`` takes the
     vocabulary size from the tokenizer the model is built with; ``d_mlp`` defaults to
     ``4 * d_model`` (``None`` for attention-only models). A TransformerLens field for a
-    feature interp does not have (mixture of experts, YaRN, ...) is
+    feature interp does not have (YaRN, relative attention, ...) is
     accepted at the value that switches it off; any other value is a ``ValueError`` naming
     the field, as is a combination of fields that contradict each other.
 
@@ -67,6 +68,10 @@ class HookedTransformerConfig:
       "solu" is ``x * softmax(x)``, and "solu_ln" adds the MLP's layer norm ``mlp.ln`` after
       it, with ``mlp.hook_mid`` before that norm; "xielu" has trainable parameters,
       ``mlp.act_fn.alpha_p``/``alpha_n``).
+    - ``num_experts`` and ``experts_per_token``: a mixture-of-experts MLP
+      (``interp.components.moe``): a router chooses ``experts_per_token`` of ``num_experts``
+      gated experts (each of ``d_mlp``) per token; ``norm_topk_prob``,
+      ``expert_weights_in_float32`` and ``d_mlp_shared_expert`` follow the families' routers.
     - ``attention_dir``: "causal", or "bidirectional" (every position attends to every key,
       as an encoder; as in TransformerLens an ``attention_mask`` then only sets the
       positions, so padding keys are attended unless masked, e.g. by a hook on
@@ -181,6 +186,14 @@ class HookedTransformerConfig:
     rmsnorm_weight_in_float32: bool = False
     # interp's own: half-precision queries and keys rotated in float32, cast once (OLMo 2's).
     rotary_in_float32: bool = False
+    # interp's own, mixture-of-experts routing as Hugging Face's (see interp.components.moe):
+    # whether the top-k router probabilities are renormalised to sum to 1 (Mixtral: always;
+    # Qwen-MoE and OLMoE: their norm_topk_prob), whether they scale the experts' outputs in
+    # float32 (Mixtral) rather than the model's dtype, and the size of Qwen2-MoE's shared
+    # expert (None: no shared expert).
+    norm_topk_prob: bool = True
+    expert_weights_in_float32: bool = False
+    d_mlp_shared_expert: int | None = None
     init_range: float = 0.02  # weights ~ N(0, init_range) at initialisation
     # Free-form facts about where the weights came from (not used by the forward pass).
     extra: dict[str, Any] = field(default_factory=dict)
@@ -198,12 +211,16 @@ class HookedTransformerConfig:
         self.dtype = parse_dtype(self.dtype)
         check_supported(self)
         check_blocks(self)
+        check_experts(self)
         check_attention(self)
         check_rotary(self)
         resolve_init_range(self)
         self.n_params = self.n_layers * self.d_model * self.d_head * self.n_heads * 4
         if not self.attn_only:
-            self.n_params += self.n_layers * self.d_model * self.d_mlp * (2 + self.gated_mlp)
+            mlp_params = self.d_model * self.d_mlp * (2 + self.gated_mlp)
+            if self.num_experts:  # each expert and its router column, as TransformerLens
+                mlp_params = (mlp_params + self.d_model) * self.num_experts
+            self.n_params += self.n_layers * mlp_params
         if self.device is not None:
             from interp.devices import check_device
 

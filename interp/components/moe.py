@@ -1,0 +1,143 @@
+"""The mixture-of-experts MLP: a router picks ``experts_per_token`` of ``num_experts`` gated
+experts for each token, and the token's output is their outputs weighted by the router.
+
+Routing follows Hugging Face's routers (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE): softmax over
+the router logits in float32, the top ``experts_per_token`` probabilities, renormalised to
+sum to 1 when ``cfg.norm_topk_prob``; the weights scale each expert's output in float32
+(``cfg.expert_weights_in_float32``, Mixtral) or in the model's dtype (the others). Qwen2-MoE
+adds a shared expert every token goes through, scaled by ``sigmoid(x @ W_shared_expert_gate)``.
+
+The experts run on their own tokens only: one sort groups the routed copies of the tokens by
+expert, each expert runs once on its group, and one ``index_add_`` sums the weighted outputs
+back per token (no loop over tokens; no expert sees a token not routed to it).
+
+Hook points, with TransformerLens 2.18's names (its ``MoE`` flattens batch and position;
+here the router's hooks keep them apart):
+
+- ``hook_router_logits`` [batch, pos, num_experts]: ``x @ W_gate``, in the model's dtype
+  (Hugging Face's ``router_logits``);
+- ``hook_expert_weights`` [batch, pos, num_experts]: their softmax, in float32, from which
+  the top experts are chosen (a hook that edits it changes the routing, as in
+  TransformerLens);
+- ``hook_expert_indices`` [batch, pos, experts_per_token]: the chosen experts, the most
+  probable first (a hook may replace them; the weights are then those experts' probabilities);
+- ``experts.{e}.hook_gate`` / ``hook_pre`` / ``hook_post`` [n_routed, d_mlp]: expert ``e``'s
+  ``x @ W_gate``, ``x @ W_in`` and ``act(gate) * pre`` on the tokens routed to it, as
+  TransformerLens's: the rows are flattened ``batch * pos`` token indices, first the tokens
+  whose top choice is ``e`` in token order, then those whose second choice it is, and so on
+  (``MoE.routed_tokens`` gives them). An expert no token chose sees [0, d_mlp].
+- with a shared expert: ``shared_expert.hook_gate`` / ``hook_pre`` / ``hook_post``
+  [batch, pos, d_mlp_shared_expert] and ``hook_shared_expert_gate`` [batch, pos, 1], the
+  sigmoid that scales it.
+
+Example:
+    >>> moe = MoE(cfg)   # cfg.num_experts=8, cfg.experts_per_token=2, gated_mlp=True
+    >>> moe(x).shape     # [batch, pos, d_model]
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from interp.components.activations import ACTIVATIONS
+from interp.config import HookedTransformerConfig
+from interp.hooks import HookPoint
+
+
+class Expert(nn.Module):
+    """One gated expert: ``(act(x @ W_gate) * (x @ W_in)) @ W_out``, no biases (TransformerLens's
+    ``MoEGatedMLP``). ``hook_gate`` is ``x @ W_gate``, ``hook_pre`` ``x @ W_in`` and
+    ``hook_post`` ``act(gate) * pre``; their shape is the input's with d_mlp last."""
+
+    def __init__(self, cfg: HookedTransformerConfig, d_mlp: int) -> None:
+        super().__init__()
+        self.W_gate = nn.Parameter(torch.empty(cfg.d_model, d_mlp, dtype=cfg.dtype))
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, d_mlp, dtype=cfg.dtype))
+        self.W_out = nn.Parameter(torch.empty(d_mlp, cfg.d_model, dtype=cfg.dtype))
+        self.act_fn = ACTIVATIONS[cfg.act_fn]
+        self.hook_gate = HookPoint()  # [*tokens, d_mlp]
+        self.hook_pre = HookPoint()  # [*tokens, d_mlp]
+        self.hook_post = HookPoint()  # [*tokens, d_mlp]
+
+    def forward(self, x: Float[Tensor, "*tokens d_model"]) -> Float[Tensor, "*tokens d_model"]:
+        gate = self.hook_gate(torch.matmul(x, self.W_gate))
+        pre = self.hook_pre(torch.matmul(x, self.W_in))
+        post = self.hook_post(self.act_fn(gate) * pre)
+        return torch.matmul(post, self.W_out)
+
+
+class MoE(nn.Module):
+    """The mixture-of-experts MLP (see the module docstring): router ``W_gate``
+    [d_model, num_experts], ``experts`` (each an ``Expert`` of ``cfg.d_mlp``) and, with
+    ``cfg.d_mlp_shared_expert``, ``shared_expert`` and ``W_shared_expert_gate`` [d_model, 1].
+
+    Example:
+        >>> indices, weights = moe.route(x)   # [batch, pos, k] each
+    """
+
+    def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
+        super().__init__()
+        cfg = HookedTransformerConfig.unwrap(cfg)
+        self.cfg = cfg
+        self.W_gate = nn.Parameter(torch.empty(cfg.d_model, cfg.num_experts, dtype=cfg.dtype))
+        self.experts = nn.ModuleList(Expert(cfg, cfg.d_mlp) for _ in range(cfg.num_experts))
+        self.hook_router_logits = HookPoint()  # [batch, pos, num_experts]
+        self.hook_expert_weights = HookPoint()  # [batch, pos, num_experts], float32
+        self.hook_expert_indices = HookPoint()  # [batch, pos, experts_per_token]
+        if cfg.d_mlp_shared_expert is not None:
+            self.shared_expert = Expert(cfg, cfg.d_mlp_shared_expert)
+            self.W_shared_expert_gate = nn.Parameter(torch.empty(cfg.d_model, 1, dtype=cfg.dtype))
+            self.hook_shared_expert_gate = HookPoint()  # [batch, pos, 1]
+
+    def route(
+        self, x: Float[Tensor, "batch pos d_model"]
+    ) -> tuple[Int[Tensor, "batch pos k"], Float[Tensor, "batch pos k"]]:
+        """The experts each token goes to (the most probable first) and their weights: the
+        float32 softmax of the router logits at those experts, renormalised to sum to 1 when
+        ``cfg.norm_topk_prob``, in float32 with ``cfg.expert_weights_in_float32`` and in
+        the model's dtype otherwise (as each family's Hugging Face router rounds them)."""
+        logits = self.hook_router_logits(torch.matmul(x, self.W_gate))
+        probs = self.hook_expert_weights(torch.softmax(logits, dim=-1, dtype=torch.float32))
+        indices = self.hook_expert_indices(probs.topk(self.cfg.experts_per_token, dim=-1)[1])
+        weights = probs.gather(-1, indices)
+        if self.cfg.norm_topk_prob:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        if not self.cfg.expert_weights_in_float32:
+            weights = weights.to(x.dtype)
+        return indices, weights
+
+    def routed_tokens(
+        self, indices: Int[Tensor, "n_tokens k"]
+    ) -> tuple[Int[Tensor, " n_routed"], Int[Tensor, " n_routed"], list[int]]:
+        """The routed copies of the tokens grouped by expert: each copy's token (its flattened
+        ``batch * pos`` index) and slot (0: the token's top choice), and how many copies each
+        expert has. Within an expert the copies are in slot, then token order, which is the
+        row order of its hooks."""
+        n_tokens = indices.shape[0]
+        chosen = indices.t().reshape(-1)  # [k * n_tokens]: slot-major, as TransformerLens's
+        order = torch.argsort(chosen, stable=True)
+        counts = torch.bincount(chosen, minlength=self.cfg.num_experts).tolist()
+        return order % n_tokens, order // n_tokens, counts
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        indices, weights = self.route(x)
+        flat = x.reshape(-1, x.shape[-1])
+        tokens, slots, counts = self.routed_tokens(indices.reshape(flat.shape[0], -1))
+        if len(counts) != self.cfg.num_experts:
+            raise ValueError(
+                f"hook_expert_indices holds expert {len(counts) - 1}, but this MoE has "
+                f"num_experts={self.cfg.num_experts} (experts 0 to {self.cfg.num_experts - 1})."
+            )
+        groups = flat.index_select(0, tokens).split(counts)
+        outputs = torch.cat(
+            [expert(group) for expert, group in zip(self.experts, groups, strict=True)]
+        )
+        scale = weights.reshape(flat.shape[0], -1)[tokens, slots, None]
+        out = torch.zeros_like(flat).index_add_(0, tokens, (outputs * scale).to(flat.dtype))
+        out = out.view(x.shape)
+        if self.cfg.d_mlp_shared_expert is not None:
+            gate = torch.sigmoid(torch.matmul(x, self.W_shared_expert_gate))
+            out = out + self.hook_shared_expert_gate(gate) * self.shared_expert(x)
+        return out
