@@ -14,6 +14,8 @@ scripts from a CDN).
     POST /api/head_scores          previous-token, duplicate-token and induction scores
     POST /api/sae_features         the strongest SAE features per token (with --sae)
     GET  /sae/{model}/feature/{f}  one SAE feature's page (?prompt= adds its activations)
+    GET  /graph, /graph/{slug}     the attribution-graph viewer (graphs.py)
+    GET  /features, /api/features/..., POST /api/steer: the feature browser (features.py)
     POST /api/patching             start a patching job (202, its id)
     GET  /api/jobs/{id}            a job's progress and, when done, its result
     GET  /api/jobs/{id}/events     the same as a server-sent event stream
@@ -45,6 +47,9 @@ from interp.serve import analyses
 from interp.serve.assets import LIBRARY_MAX_AGE, Asset
 from interp.serve.auth import MAX_BODY, Guard
 from interp.serve.errors import ApiError
+from interp.serve.feature_index import FeatureIndex
+from interp.serve.features import add_feature_routes
+from interp.serve.graphs import add_graph_routes
 from interp.serve.jobs import Jobs
 from interp.serve.schemas import (
     MAX_PROMPT_CHARS,
@@ -68,7 +73,11 @@ from interp.viz.circuitsvis_view import circuitsvis_bundle_path
 T = TypeVar("T")
 WORKER_THREADS = 4
 STATIC = resources.files("interp.serve") / "static"
-STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+STATIC_FILES = {
+    "app.js": "text/javascript",
+    "style.css": "text/css",
+    "features.js": "text/javascript",
+}
 # The page runs only its own scripts; data reaches it as JSON and is written as text.
 PAGE_HEADERS = {
     "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self' "
@@ -106,10 +115,15 @@ def create_app(
     saes: dict[str, Any] | None = None,
     max_tokens: int = MAX_TOKENS,
     max_body: int = MAX_BODY,
+    feature_indexes: dict[str, FeatureIndex] | None = None,
+    graphs: dict[str, Any] | None = None,
 ) -> Guard:
     """The dashboard app serving ``models`` (by name; nothing else can be asked for), behind
     the token or loopback check (``interp.serve.auth.Guard``). ``saes`` maps a model name to
-    an SAE whose features the page shows.
+    an SAE whose features the page shows; ``feature_indexes`` (by model name, an
+    ``interp.serve.feature_index.FeatureIndex``) its dataset statistics, for the feature
+    browser at ``/features`` (``interp.serve.features``); ``graphs`` (by slug: a graph JSON,
+    its path or an ``interp.viz.graph_view.GraphView``) the pages of ``/graph``.
 
     Example:
         >>> app = create_app({"attn-only-2l": interp.load_model("attn-only-2l")}, token=None)
@@ -172,6 +186,9 @@ def create_app(
     def plotly_js(request: Request) -> Response:
         asset = Asset.of(plotly_bundle_path(), "text/javascript", LIBRARY_MAX_AGE)
         return asset.response(request)
+
+    add_feature_routes(api, workers, feature_indexes or {}, in_worker, PAGE_HEADERS)
+    add_graph_routes(api, graphs or {}, PAGE_HEADERS)
 
     @api.get("/api/models", response_model=ModelsResponse)
     def list_models() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 interp serve --model attn-only-2l [--model shakespeare-char] [--port 8000]
 interp serve --model path/to/checkpoint --host 0.0.0.0 --token SECRET
+interp serve --model shakespeare-char --sae shakespeare-char-resid-l1 --data input.txt
 """
 
 from __future__ import annotations
@@ -40,6 +41,24 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--sae", action="append", default=[], metavar="PATH", help="an SAE to show features of"
+    )
+    serve.add_argument(
+        "--data",
+        metavar="FILE",
+        help="a text file (.txt or .txt.gz) whose top-activating contexts, density and "
+        "histograms the feature browser (/features) shows for each --sae; computed once and "
+        "cached on disk",
+    )
+    serve.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where those statistics are cached (default: ~/.cache/interp/features)",
+    )
+    serve.add_argument(
+        "--max-data-tokens",
+        type=int,
+        metavar="N",
+        help="read at most this many tokens of --data",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     serve.add_argument(
@@ -98,6 +117,38 @@ def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
     return saes
 
 
+def feature_indexes(
+    models: dict[str, Any],
+    saes: dict[str, Any],
+    data: str | None,
+    cache_dir: str | None,
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    """Each SAE's ``FeatureIndex`` over ``data`` (read from the cache or computed once), by
+    model name; none without ``data``. A ``UsageError`` for data without an SAE, or data
+    that cannot be read or is too short."""
+    from interp.serve.feature_index import FeatureIndex
+
+    if data is None:
+        return {}
+    if not saes:
+        raise UsageError("--data gives the SAE features' dataset: add --sae NAME.")
+    if max_tokens is not None and max_tokens < 1:
+        raise UsageError(f"--max-data-tokens {max_tokens} must be at least 1.")
+    indexes = {}
+    for name, sae in saes.items():
+        try:
+            index = FeatureIndex.build(
+                models[name], sae, data, cache_dir=cache_dir, max_tokens=max_tokens
+            )
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise UsageError(f"--data {data!r} cannot be used: {error}") from error
+        how = "read from" if index.from_cache else "computed and cached in"
+        print(terminal_text(f"{name}: feature statistics over {data} {how} {index.path}"))
+        indexes[name] = index
+    return indexes
+
+
 def run(args: argparse.Namespace) -> None:
     from interp.serve.app import create_app
     from interp.serve.server import bind_socket
@@ -119,7 +170,10 @@ def run(args: argparse.Namespace) -> None:
         print(f"--host {terminal_text(args.host)} is not local: requests need this token: {token}")
     models = {name: load_named_model(name) for name in args.model}
     saes = attach_saes(models, args.sae)
-    app = create_app(models, token=token, saes=saes, max_tokens=args.max_tokens)
+    indexes = feature_indexes(models, saes, args.data, args.cache_dir, args.max_data_tokens)
+    app = create_app(
+        models, token=token, saes=saes, max_tokens=args.max_tokens, feature_indexes=indexes
+    )
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as error:

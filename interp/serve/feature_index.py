@@ -1,0 +1,122 @@
+"""An SAE's features over a dataset, computed once and kept on disk: each feature's top
+contexts, density and activation histogram (``interp.sae.features.top_activations``, as
+``interp features`` computes them), the tokens it promotes most, and its top contexts as text
+to search.
+
+The cache file is named by a hash of everything the numbers depend on: the model's weights
+and config, the SAE's weights and config, the data file's bytes and the mining settings. A
+second start with the same inputs reads the file; any change computes (and writes) anew.
+
+Example:
+    >>> index = FeatureIndex.build(model, sae, "input.txt", cache_dir="~/.cache/interp")
+    >>> index.from_cache, index.stats.density[7]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+FORMAT = 1  # bump when what is stored changes
+PROMOTED = 10  # tokens kept per feature for search by promoted token
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/interp/features`` (``~/.cache/interp/features`` by default)."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "interp" / "features"
+
+
+def _hash_tensors(digest: Any, tensors: dict[str, Tensor]) -> None:
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+
+
+def index_key(model: Any, sae: Any, data: bytes, settings: dict[str, Any]) -> str:
+    """The hash naming a cache file: model and SAE weights and configs, data, settings."""
+    digest = hashlib.sha256(f"interp feature index {FORMAT}".encode())
+    _hash_tensors(digest, model.state_dict())
+    digest.update(repr(model.cfg).encode())
+    _hash_tensors(digest, sae.state_dict())
+    digest.update(repr(sae.cfg).encode())
+    digest.update(hashlib.sha256(data).digest())
+    digest.update(repr(sorted(settings.items())).encode())
+    return digest.hexdigest()[:32]
+
+
+@dataclass
+class FeatureIndex:
+    """``stats`` (a ``FeatureStats``), each feature's ``PROMOTED`` most promoted token ids
+    [d_sae, PROMOTED] and the lower-cased text of its top contexts; where it came from."""
+
+    stats: Any
+    promoted: Int[Tensor, "d_sae promoted"]
+    context_text: list[str]
+    data_name: str
+    path: Path
+    from_cache: bool
+
+    @staticmethod
+    def build(
+        model: Any,
+        sae: Any,
+        data_path: str | Path,
+        cache_dir: str | Path | None = None,
+        k: int = 10,
+        seq_len: int | None = None,
+        max_tokens: int | None = None,
+        batch_size: int = 32,
+    ) -> FeatureIndex:
+        """Read the index from ``cache_dir`` (default ``default_cache_dir()``) or compute it
+        over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there."""
+        from interp.sae.features import (
+            FeatureStats,
+            feature_logit_weights,
+            text_windows,
+            top_activations,
+        )
+
+        data_path = Path(data_path)
+        raw = data_path.read_bytes()
+        settings = {"k": k, "seq_len": seq_len, "max_tokens": max_tokens}
+        folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+        path = folder / f"features-{index_key(model, sae, raw, settings)}.pt"
+        if path.is_file():
+            stored = torch.load(path, weights_only=True)
+            stats = FeatureStats(**stored["stats"])
+            return FeatureIndex(
+                stats, stored["promoted"], stored["context_text"], data_path.name, path, True
+            )
+        text = (gzip.decompress(raw) if data_path.suffix == ".gz" else raw).decode("utf-8")
+        windows = text_windows(model, text, seq_len)
+        if max_tokens:
+            windows = windows[: max(1, max_tokens // windows.shape[1])]
+        stats = top_activations(model, sae, windows, k=k, batch_size=batch_size)
+        with torch.no_grad():
+            weights = feature_logit_weights(model, sae)  # [d_sae, d_vocab]
+            promoted = weights.topk(min(PROMOTED, weights.shape[1]), dim=-1).indices.cpu()
+        context_text = [
+            "\n".join("".join(c["tokens"]) for c in stats.contexts(f, model.tokenizer)).lower()
+            for f in range(sae.cfg.d_sae)
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
+        stored = {
+            "stats": dataclasses.asdict(stats),
+            "promoted": promoted,
+            "context_text": context_text,
+        }
+        partial = path.with_suffix(".partial")
+        torch.save(stored, partial)
+        partial.replace(path)  # a crash mid-write leaves no half file under the real name
+        return FeatureIndex(stats, promoted, context_text, data_path.name, path, False)
