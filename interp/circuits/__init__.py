@@ -9,6 +9,7 @@ Example:
     >>> replacement = ReplacementModel.from_model(model, load_transcoders("tc_folder"))
     >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=500)
     >>> node_mask, edge_mask, cumulative_scores = prune_graph(graph, node_threshold=0.8)
+    >>> create_graph_files(graph, "capital", "graphs/")  # Neuronpedia's graph JSON
 """
 
 from interp.circuits.attribution import CustomTarget, attribute, ensure_tokenized
@@ -21,6 +22,7 @@ from interp.circuits.graph import (
     compute_partial_influences,
     prune_graph,
 )
+from interp.circuits.graph_files import create_graph_files
 from interp.circuits.replacement_model import ReplacementModel
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
 
@@ -35,6 +37,7 @@ __all__ = [
     "attribute",
     "compute_graph_scores",
     "compute_partial_influences",
+    "create_graph_files",
     "ensure_tokenized",
     "load_cross_layer_transcoder",
     "load_transcoders",
