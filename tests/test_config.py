@@ -145,7 +145,7 @@ def test_initializer_range_is_init_range():
         ("n_devices", 2, "1"),
         ("init_mode", "xavier_uniform", "'gpt2'"),
         ("relative_attention_num_buckets", 32, "None"),
-        ("use_yarn_rope", True, "False"),
+        ("load_in_4bit", True, "False"),
     ],
 )
 def test_unsupported_values_name_the_field(field, value, leave):

@@ -105,6 +105,8 @@ class Attention(nn.Module):
             across = cfg.qk_norm_across_heads
             self.q_norm = RMSNorm(cfg, length=h * d if across else d)
             self.k_norm = RMSNorm(cfg, length=self.n_key_value_heads * d if across else d)
+        if cfg.use_attn_sinks:  # gpt-oss: each head's softmax has one more logit, no value
+            self.W_sinks = nn.Parameter(torch.zeros(h, dtype=cfg.dtype))
 
         self.hook_q = HookPoint()  # [batch, pos, n_heads, d_head]
         self.hook_k = HookPoint()  # [batch, pos, n_key_value_heads, d_head]
@@ -233,7 +235,7 @@ class Attention(nn.Module):
         # GPT-Neo's half-precision scores are float32 (cfg.attn_scores_float32), and ALiBi
         # biases the scores: the explicit path computes them.
         upcast = self.cfg.attn_scores_float32 and q.dtype in (torch.float16, torch.bfloat16)
-        explicit_only = upcast or self.alibi_slopes is not None
+        explicit_only = upcast or self.alibi_slopes is not None or self.cfg.use_attn_sinks
         if self.uses_fused_path() and additive_attention_mask is None and not explicit_only:
             z = self.fast_attention(q, k, v, key_padding_mask, allowed_keys)
         else:
@@ -389,14 +391,30 @@ class Attention(nn.Module):
         if additive_mask is not None:
             scores = scores + additive_mask
         scores = self.hook_attn_scores(scores)
-        # Softmax copies a non-contiguous input, so it runs on the head-major layout too.
-        softmax_dtype = _at_least_float32(scores.dtype)  # float64 models keep float64
-        pattern = scores.transpose(0, 1).softmax(dim=-1, dtype=softmax_dtype).transpose(0, 1)
+        if self.cfg.use_attn_sinks:
+            pattern = self.pattern_with_sinks(scores)
+        else:
+            # Softmax copies a non-contiguous input, so it runs on the head-major layout too.
+            softmax_dtype = _at_least_float32(scores.dtype)  # float64 models keep float64
+            pattern = scores.transpose(0, 1).softmax(dim=-1, dtype=softmax_dtype).transpose(0, 1)
         if padded:  # a padding query that sees only padding keys attends to nothing
             pattern = pattern.nan_to_num(0.0)
         pattern = self.hook_pattern(pattern.to(v.dtype))  # [batch, n_heads, query_pos, key_pos]
         z = torch.matmul(pattern.transpose(0, 1), v.permute(2, 0, 1, 3))  # [h, b, q, d_head]
         return z.permute(1, 2, 0, 3)
+
+    def pattern_with_sinks(
+        self, scores: Float[Tensor, "batch n_heads query_pos key_pos"]
+    ) -> Float[Tensor, "batch n_heads query_pos key_pos"]:
+        """The pattern over the real keys when each head's ``W_sinks`` logit joins the
+        softmax as one more key (gpt-oss), computed as Hugging Face's eager attention: the
+        row maximum subtracted, the softmax in the scores' dtype, the sink's column dropped
+        (so each row sums to less than 1)."""
+        batch, n_heads, query_len, _ = scores.shape
+        sinks = self.W_sinks.to(scores.dtype)[None, :, None, None]
+        combined = torch.cat([scores, sinks.expand(batch, n_heads, query_len, 1)], dim=-1)
+        combined = combined - combined.amax(dim=-1, keepdim=True)
+        return combined.softmax(dim=-1, dtype=combined.dtype)[..., :-1]
 
     def fast_attention(
         self,

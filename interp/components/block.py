@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from interp.components.attention import Attention
 from interp.components.mlp import MLP
 from interp.components.moe import MoE
+from interp.components.moe_gpt_oss import GptOssMoE
 from interp.components.norms import make_norm
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
@@ -60,7 +61,10 @@ class TransformerBlock(nn.Module):
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
         if not cfg.attn_only:
             self.ln2 = nn.Identity() if cfg.use_post_norms_only else make_norm(cfg)
-            self.mlp = MoE(cfg) if cfg.num_experts else MLP(cfg)
+            if cfg.experts_swiglu_limit is not None:
+                self.mlp = GptOssMoE(cfg)
+            else:
+                self.mlp = MoE(cfg) if cfg.num_experts else MLP(cfg)
             if sandwich:
                 self.ln2_post = make_norm(cfg, weighted=True)
             if not cfg.parallel_attn_mlp:

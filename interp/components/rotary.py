@@ -91,6 +91,39 @@ def longrope_frequencies(
     )
 
 
+def yarn_frequencies(
+    rotary_dim: int,
+    base: float,
+    factor: float,
+    original_context_length: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+) -> Float[Tensor, " half_rotary_dim"]:
+    """YaRN's frequencies (``rope_type="yarn"``, gpt-oss), as Hugging Face's
+    ``_compute_yarn_parameters``: frequency ``i`` is ``base ** (-2i / rotary_dim)`` blended
+    with that over ``factor`` by a linear ramp between the dimensions that turn
+    ``beta_fast`` and ``beta_slow`` times within ``original_context_length`` (fast ones kept,
+    slow ones interpolated; ``truncate`` rounds the band's ends outwards)."""
+
+    def correction_dim(rotations: float) -> float:
+        turns = original_context_length / (rotations * 2 * math.pi)
+        return rotary_dim * math.log(turns) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rotary_dim - 1)
+    if low == high:
+        high += 0.001  # as Hugging Face: no zero-width ramp
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device="cpu").float() / rotary_dim
+    pos_freqs = float(base) ** exponents
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    ramp = (torch.arange(rotary_dim // 2, dtype=torch.float32, device="cpu") - low) / (high - low)
+    kept = 1 - torch.clamp(ramp, 0, 1)  # 1: the unscaled frequency, 0: the interpolated one
+    return interpolation * (1 - kept) + extrapolation * kept
+
+
 class RotaryEmbedding:
     """Rotates the first ``rotary_dim`` dimensions of each head; the rest pass through
     (with ``longrope``, Phi 3's LongRoPE picks the frequencies on each call; ``in_float32``
@@ -112,6 +145,7 @@ class RotaryEmbedding:
         adjacent_pairs: bool = False,
         longrope: LongRopeScaling | None = None,
         in_float32: bool = False,
+        attention_factor: float = 1.0,
     ):
         self.inv_freq = inv_freq
         self.rotary_dim = 2 * inv_freq.shape[0]
@@ -120,6 +154,7 @@ class RotaryEmbedding:
         self.longrope = longrope  # LongRoPE: inv_freq holds the short factors' frequencies
         self.in_float32 = in_float32  # half precision rotated in float32, cast once (OLMo 2)
         self._long_on_device: dict[torch.device, Tensor] = {}
+        self.attention_factor = attention_factor  # YaRN's multiplier of the cosines and sines
 
     @classmethod
     def from_config(
@@ -157,6 +192,22 @@ class RotaryEmbedding:
                 long_inv_freq, cfg.longrope_original_ctx_len, cfg.longrope_attention_factor
             )
             return cls(inv_freq, cfg.rotary_adjacent_pairs, longrope, cfg.rotary_in_float32)
+        if cfg.use_yarn_rope and not is_local_base:
+            inv_freq = yarn_frequencies(
+                cfg.rotary_dim,
+                cfg.rotary_base,
+                cfg.yarn_factor,
+                cfg.yarn_original_ctx_len,
+                cfg.yarn_beta_fast,
+                cfg.yarn_beta_slow,
+                cfg.yarn_truncate,
+            )
+            return cls(
+                inv_freq,
+                cfg.rotary_adjacent_pairs,
+                in_float32=cfg.rotary_in_float32,
+                attention_factor=cfg.yarn_attention_factor,
+            )
         return cls(inv_freq, cfg.rotary_adjacent_pairs, in_float32=cfg.rotary_in_float32)
 
     def cos_sin(
@@ -181,6 +232,8 @@ class RotaryEmbedding:
         cos, sin = angles.cos(), angles.sin()
         if longrope is not None:
             cos, sin = cos * longrope.attention_factor, sin * longrope.attention_factor
+        elif self.attention_factor != 1.0:  # YaRN
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
         return cos[:, :, None].to(dtype), sin[:, :, None].to(dtype)
 
     def __call__(

@@ -56,7 +56,6 @@ _ONLY_SUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "relative_attention_max_distance": ((None,), "relative attention (T5)"),
     "relative_attention_num_buckets": ((None,), "relative attention (T5)"),
     "decoder_start_token_id": ((None,), "encoder-decoder models"),
-    "use_yarn_rope": ((False,), "YaRN rotary scaling"),
 }
 # Example values for the type errors, and the fields each type check covers.
 _GPT2_SMALL = dict(n_layers=12, d_model=768, n_ctx=1024, d_head=64, n_heads=12, d_mlp=3072)
@@ -92,6 +91,9 @@ _BOOLS = tuple(
     "rmsnorm_weight_in_float32",
     "rotary_in_float32",
     "post_embedding_ln",
+    "use_yarn_rope",
+    "yarn_truncate",
+    "use_attn_sinks",
     "norm_topk_prob",
     "expert_weights_in_float32",
 )
@@ -289,6 +291,23 @@ def check_experts(cfg: HookedTransformerConfig) -> None:
         )
 
 
+def check_gpt_oss_experts(cfg: HookedTransformerConfig) -> None:
+    """gpt-oss's experts (``experts_swiglu_limit``) need a mixture of experts and positive
+    limit and alpha."""
+    if cfg.experts_swiglu_limit is None:
+        return
+    if cfg.num_experts is None:
+        raise ValueError(
+            f"experts_swiglu_limit={cfg.experts_swiglu_limit} clamps gpt-oss's experts, but "
+            "num_experts=None has none; set num_experts and experts_per_token, or "
+            "experts_swiglu_limit=None."
+        )
+    for name in ("experts_swiglu_limit", "experts_swiglu_alpha"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a positive number, got {value!r}.")
+
+
 def check_attention(cfg: HookedTransformerConfig) -> None:
     """Grouped-query heads, the score divisor and sliding windows."""
     if cfg.n_key_value_heads is not None:
@@ -399,6 +418,7 @@ def check_rotary(cfg: HookedTransformerConfig) -> None:
             "(a quarter, as Pythia)."
         )
     _check_longrope(cfg)
+    _check_yarn(cfg)
     if cfg.use_NTK_by_parts_rope:
         if cfg.rotary_scaling_factor != 1.0:
             raise ValueError(
@@ -421,6 +441,31 @@ def check_rotary(cfg: HookedTransformerConfig) -> None:
                 f"exceed NTK_by_parts_low_freq_factor={cfg.NTK_by_parts_low_freq_factor} "
                 "(Llama 3 uses 4.0 and 1.0)."
             )
+
+
+def _check_yarn(cfg: HookedTransformerConfig) -> None:
+    """YaRN (``use_yarn_rope``): its factor, band and original context; the attention factor
+    defaults to ``0.1 * ln(factor) + 1`` (1 for a factor of at most 1), as Hugging Face."""
+    if not cfg.use_yarn_rope:
+        return
+    for name in ("yarn_factor", "yarn_beta_fast", "yarn_beta_slow", "yarn_original_ctx_len"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(
+                f"use_yarn_rope=True needs {name} as a positive number, got {value!r}."
+            )
+    if cfg.use_NTK_by_parts_rope or cfg.rotary_scaling_factor != 1.0 or cfg.longrope_short_factor:
+        raise ValueError(
+            "use_yarn_rope=True and another rope scaling (use_NTK_by_parts_rope, "
+            "rotary_scaling_factor or LongRoPE) are two rope scalings; use one."
+        )
+    if cfg.yarn_attention_factor is None:
+        factor = cfg.yarn_factor
+        cfg.yarn_attention_factor = 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+    elif not cfg.yarn_attention_factor > 0:
+        raise ValueError(
+            f"yarn_attention_factor must be a positive number, got {cfg.yarn_attention_factor!r}."
+        )
 
 
 def _check_longrope(cfg: HookedTransformerConfig) -> None:

@@ -16,6 +16,7 @@ from interp.config.checks import (
     check_blocks,
     check_choices,
     check_experts,
+    check_gpt_oss_experts,
     check_rotary,
     check_supported,
     check_types,
@@ -186,6 +187,26 @@ class HookedTransformerConfig:
     rmsnorm_weight_in_float32: bool = False
     # interp's own: half-precision queries and keys rotated in float32, cast once (OLMo 2's).
     rotary_in_float32: bool = False
+    # interp's own, with TransformerLens's switch use_yarn_rope: YaRN rope scaling (gpt-oss),
+    # as Hugging Face's _compute_yarn_parameters: frequencies blended between unscaled and
+    # divided by yarn_factor over the band set by yarn_beta_fast/slow rotations within
+    # yarn_original_ctx_len (rounded outwards with yarn_truncate), and the cosines and sines
+    # multiplied by yarn_attention_factor (None: 0.1 * ln(yarn_factor) + 1).
+    yarn_factor: float = 1.0
+    yarn_original_ctx_len: int | None = None
+    yarn_beta_fast: float = 32.0
+    yarn_beta_slow: float = 1.0
+    yarn_truncate: bool = True
+    yarn_attention_factor: float | None = None
+    # interp's own: attention sinks (gpt-oss): a learned logit per head (attn.W_sinks) that
+    # joins every query's softmax as one more key with no value, so the pattern of the
+    # real keys sums to less than 1 (hook_pattern holds the real keys only, as Hugging Face).
+    use_attn_sinks: bool = False
+    # interp's own: gpt-oss's mixture of experts (interp.components.moe_gpt_oss), chosen by
+    # experts_swiglu_limit: router and expert biases, the top-k logits softmaxed among
+    # themselves, experts (clamp(up, +-limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit).
+    experts_swiglu_limit: float | None = None
+    experts_swiglu_alpha: float = 1.702
     # interp's own, mixture-of-experts routing as Hugging Face's (see interp.components.moe):
     # whether the top-k router probabilities are renormalised to sum to 1 (Mixtral: always;
     # Qwen-MoE and OLMoE: their norm_topk_prob), whether they scale the experts' outputs in
@@ -212,6 +233,7 @@ class HookedTransformerConfig:
         check_supported(self)
         check_blocks(self)
         check_experts(self)
+        check_gpt_oss_experts(self)
         check_attention(self)
         check_rotary(self)
         resolve_init_range(self)

@@ -15,6 +15,7 @@ from interp.loading.families.base import Family, Row, iter_tensors
 from interp.loading.families.bloom import BLOOM
 from interp.loading.families.gemma import GEMMA, GEMMA2, GEMMA3
 from interp.loading.families.gpt_neo import GPT_NEO
+from interp.loading.families.gpt_oss import GPT_OSS
 from interp.loading.families.gptj import GPTJ
 from interp.loading.families.llama import LLAMA, MISTRAL
 from interp.loading.families.neox import NEOX
@@ -26,7 +27,7 @@ from interp.loading.families.qwen import QWEN2, QWEN3
 
 FAMILIES = (
     NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, GEMMA3, OPT, GPT_NEO, GPTJ, PHI, PHI3,
-    OLMO2, BLOOM,
+    OLMO2, BLOOM, GPT_OSS,
 )  # fmt: skip
 GPT2_ARCHITECTURES = ("GPT2LMHeadModel",)
 SUPPORTED_ARCHITECTURES = GPT2_ARCHITECTURES + tuple(
