@@ -281,11 +281,21 @@ def _factored_svd(first: Tensor, second: Tensor) -> tuple[Tensor, Tensor, Tensor
     return q_first @ u, singular, q_second @ vh.mT
 
 
+def _sinks_problem(model: Any) -> str | None:
+    """Why ``fold_value_biases`` would be wrong with attention sinks (gpt-oss), or None."""
+    if not model.cfg.use_attn_sinks:
+        return None
+    return (
+        "fold_value_biases moves b_V into b_O, exact only when each query's pattern sums to "
+        "1, but attention sinks (use_attn_sinks) take part of it"
+    )
+
+
 _STEPS = {  # in TransformerLens's order: (the step, why it cannot apply or None)
     "fold_ln": (fold_layer_norm, _fold_ln_problem),
     "center_writing_weights": (center_writing_weights, _center_writing_problem),
     "center_unembed": (center_unembed, _center_unembed_problem),
-    "fold_value_biases": (fold_value_biases, lambda model: None),
+    "fold_value_biases": (fold_value_biases, lambda model: _sinks_problem(model)),
     "refactor_factored_attn_matrices": (refactor_factored_attn_matrices, _refactor_problem),
 }
 # The steps TransformerLens skips with a warning when the model cannot take them.
@@ -310,6 +320,7 @@ def skipped_steps(model: Any, **wanted: bool) -> dict[str, str]:
     if model.cfg.positional_embedding_type == "shortformer":
         for name in ("center_writing_weights", "center_unembed"):
             reasons[name] = reasons[name] or _SHORTFORMER_SKIP.format(step=name)
+    reasons["fold_value_biases"] = _sinks_problem(model)  # skipped too: a fold would be wrong
     return {name: reason for name, reason in reasons.items() if wanted.get(name) and reason}
 
 
