@@ -87,10 +87,11 @@ def test_circuitsvis_tokens_escapes_only_what_could_become_markup():
     assert escaped == [
         "<|endoftext|>",
         "&lt;/script>",
-        "&lt;img src=x onerror=alert(1)>",
+        "&lt;img␣src=x␣onerror=alert(1)>",
         "&amp;amp;",
-        "a < b",
+        "a␣<␣b",
     ]
+    assert circuitsvis_tokens([" ", "\n"]) == ["␣", "↵"]  # never a blank label
     assert not any(re.search(r"<[A-Za-z/!?]", token) for token in escaped)
 
 

@@ -12,6 +12,7 @@ from interp.viz.plots import (
     head_score_grid,
     imshow,
     line,
+    log_axis,
     logit_lens_plot,
     patching_heatmap,
     plot_label,
@@ -44,12 +45,23 @@ def test_repeated_tokens_stay_separate_and_are_escaped():
     fig = patching_heatmap(torch.randn(2, 4), tokens)
     assert list(fig.layout.xaxis.ticktext) == [
         "&lt;|endoftext|&gt;|0",
-        " cat|1",
+        "␣cat|1",
         "&lt;b&gt;|2",
-        " cat|3",
+        "␣cat|3",
     ]
     assert list(fig.data[0].x) == [0, 1, 2, 3]
     assert plot_label("a\nb") == "a↵b"
+
+
+def test_log_axis_ticks_are_numbers_not_bare_digits():
+    # plotly's own ticks on a short log range read "5 6 7 8 9 1 2 3"
+    assert log_axis([0.3, 4.0]) == {
+        "type": "log",
+        "tickvals": [0.2, 0.5, 1.0, 2.0, 5.0],
+        "ticktext": ["0.2", "0.5", "1", "2", "5"],
+    }
+    assert log_axis([1e-3, 100])["ticktext"] == ["0.001", "0.01", "0.1", "1", "10", "100"]
+    assert log_axis([0.0, -1.0]) == {"type": "log"}
 
 
 def test_line_scatter_and_grids_hold_their_data():

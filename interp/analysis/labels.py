@@ -1,4 +1,5 @@
-"""Component labels in TransformerLens's conventions: "L3H7" (head), "L3N42" (neuron)."""
+"""Component labels in TransformerLens's conventions: "L3H7" (head), "L3N42" (neuron); and
+tokens as labels, their whitespace made visible ("␣cat")."""
 
 from __future__ import annotations
 
@@ -32,3 +33,21 @@ def neuron_labels(layers: range | list[int], neurons: list[int]) -> list[str]:
         ['L0N0', 'L0N5', 'L1N0', 'L1N5']
     """
     return [f"L{layer}N{neuron}" for layer in layers for neuron in neurons]
+
+
+# How a token's whitespace is drawn where the token is a label (an axis, a box, a table cell):
+# a blank space or line break would be an empty label. The same marks as the dashboard's
+# visible() in interp/serve/static/app.js.
+WHITESPACE_MARKS = {" ": "␣", "\n": "↵", "\t": "⇥"}
+_MARKS = str.maketrans(WHITESPACE_MARKS)
+
+
+def token_label(token: str) -> str:
+    """A token as a label: a space as ``␣``, a newline as ``↵``, a tab as ``⇥`` (escape the
+    result for HTML after).
+
+    Example:
+        >>> token_label(" cat"), token_label("\\n"), token_label(" ")
+        ('␣cat', '↵', '␣')
+    """
+    return str(token).translate(_MARKS)

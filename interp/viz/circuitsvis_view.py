@@ -17,6 +17,7 @@ from typing import Any
 
 import circuitsvis
 
+from interp.analysis.labels import token_label
 from interp.viz.html import escape_text, html_page, inline_script, script_json
 
 # In HTML text, "<" starts markup only before a letter, "/", "!" or "?", and "&" starts a
@@ -60,17 +61,19 @@ def circuitsvis_tokens(tokens: Sequence[str]) -> list[str]:
     or ``?``) becomes ``&lt;`` and every ``&`` that could start a character reference
     becomes ``&amp;``, so the browser shows each token as text and runs nothing; other
     characters stay as they are, so ``<|endoftext|>`` still reads as itself on the canvas.
+    Whitespace is made visible first (``interp.analysis.labels.token_label``: ``␣``, ``↵``),
+    so a space or newline token is not a blank label.
 
     Example:
         >>> circuitsvis_tokens(["<|endoftext|>", "<img src=x onerror=alert(1)>", " &amp;"])
-        ['<|endoftext|>', '&lt;img src=x onerror=alert(1)>', ' &amp;amp;']
+        ['<|endoftext|>', '&lt;img␣src=x␣onerror=alert(1)>', '␣&amp;amp;']
     """
     if isinstance(tokens, str):
         raise TypeError(
             "tokens must be a list of token strings, e.g. model.to_str_tokens(prompt), "
             "not one string."
         )
-    escaped = (_ENTITY_START.sub("&amp;", str(token)) for token in tokens)
+    escaped = (_ENTITY_START.sub("&amp;", token_label(token)) for token in tokens)
     return [_TAG_START.sub("&lt;", token) for token in escaped]
 
 

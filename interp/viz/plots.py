@@ -10,6 +10,7 @@ apart by position, so repeated tokens never merge into one axis category.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp.analysis.labels import token_label
 from interp.viz.html import escape_text, html_page, inline_script
 
 Array2D = Float[Tensor, "rows cols"] | np.ndarray
@@ -51,13 +53,37 @@ def plot_label(text: str) -> str:
 
 
 def position_labels(tokens: Sequence[str]) -> list[str]:
-    """Axis labels that keep repeated tokens apart: each token with its position.
+    """Axis labels that keep repeated tokens apart: each token (whitespace visible, as
+    ``interp.analysis.labels.token_label``) with its position.
 
     Example:
-        >>> position_labels(["<|endoftext|>", " cat"])
-        ['<|endoftext|>|0', ' cat|1']
+        >>> position_labels(["<|endoftext|>", " cat", "\n"])
+        ['<|endoftext|>|0', '␣cat|1', '↵|2']
     """
-    return [f"{token}|{position}" for position, token in enumerate(tokens)]
+    return [f"{token_label(token)}|{position}" for position, token in enumerate(tokens)]
+
+
+def log_axis(values: Sequence[float]) -> dict:
+    """A plotly log axis whose ticks read as numbers: 1, 2, 5 times each power of ten
+    between the smallest and largest positive value (only the powers of ten past four
+    decades), instead of plotly's default of bare digits ("5 6 7 8 9 1 2 3") on short ranges.
+
+    Example:
+        >>> log_axis([0.3, 4.0])["ticktext"]
+        ['0.2', '0.5', '1', '2', '5']
+    """
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return {"type": "log"}
+    low, high = math.log10(min(positive)), math.log10(max(positive))
+    steps = (1,) if high - low > 4 else (1, 2, 5)
+    ticks = [
+        step * 10.0**power
+        for power in range(math.floor(low), math.ceil(high) + 1)
+        for step in steps
+        if low - 0.31 <= math.log10(step * 10.0**power) <= high + 0.31  # half a 1-2-5 step
+    ]
+    return {"type": "log", "tickvals": ticks, "ticktext": [f"{tick:g}" for tick in ticks]}
 
 
 def _axis_labels(labels: Sequence[str] | None, size: int, what: str) -> list[str]:
@@ -309,7 +335,7 @@ def logit_lens_plot(
         diverging=False,
         zmin=0.0,
         zmax=1.0,
-        text=top_tokens,
+        text=[[token_label(token) for token in row] for row in top_tokens],
     )
     fig.update_layout(coloraxis_colorbar={"title": "top-1 prob"})
     return fig

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from interp.analysis.labels import token_label
 from interp.model import HookedTransformer
 from interp.viz.circuitsvis_view import (
     circuitsvis_bundle_path,
@@ -61,7 +62,7 @@ ATTENTION_SCRIPT = """
 
 def _token_spans(tokens: Sequence[str]) -> str:
     spans = (
-        f"<span class='token'>{escape_text(token.replace(chr(10), '↵'))}<sub>{i}</sub></span>"
+        f"<span class='token'>{escape_text(token_label(token))}<sub>{i}</sub></span>"
         for i, token in enumerate(tokens)
     )
     return f"<div class='tokens'>{''.join(spans)}</div>"
@@ -87,7 +88,8 @@ def _summary_section(analysis: PromptAnalysis) -> str:
     return (
         "<section id='summary'><h2>Prompt and prediction</h2>"
         f"{_token_spans(analysis.tokens)}"
-        "<p class='note'>Each box is one token (subscript: its position; ↵ a newline).</p>"
+        "<p class='note'>Each box is one token (subscript: its position; ␣ is a space, ↵ a "
+        "newline).</p>"
         "<div style='display:flex; gap:40px; flex-wrap:wrap'>"
         f"<div><h3>Top next-token predictions</h3>{predictions}</div>"
         f"<div><h3>Top heads on this prompt</h3>{heads}</div></div></section>"
