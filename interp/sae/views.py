@@ -17,10 +17,11 @@ from typing import Any
 import plotly.graph_objects as go
 import torch
 
+from interp.analysis.labels import token_label
 from interp.sae.features import HISTOGRAM_EDGES, FeatureStats, feature_acts, top_logits
 from interp.sae.sae import SAE
 from interp.viz.html import escape_text, html_page
-from interp.viz.plots import figure_fragment, plotly_script
+from interp.viz.plots import figure_fragment, log_axis, plotly_script
 
 FEATURE_STYLE = """<style>
 .ctx { font-family: ui-monospace, Menlo, monospace; white-space: pre; margin: 2px 0;
@@ -34,7 +35,8 @@ td.tok { font-family: ui-monospace, Menlo, monospace; white-space: pre; }
 
 
 def visible(token: str) -> str:
-    """A token as shown in a view: newlines and tabs made visible (escape it after)."""
+    """A token inside running text (a context): newlines and tabs made visible, spaces kept
+    (escape it after); a token on its own, as a label, is ``token_label``'s ``␣cat``."""
     return token.replace("\n", "↵").replace("\t", "⇥")
 
 
@@ -80,7 +82,7 @@ def histogram_figure(stats: FeatureStats, feature: int) -> go.Figure:
     fig = go.Figure(go.Bar(x=centres, y=counts[first : last + 1], marker_color="#e67e22"))
     fig.update_layout(
         title=f"Activations of feature {feature} (density {float(stats.density[feature]):.3%})",
-        xaxis={"title": "activation", "type": "log"},
+        xaxis={"title": "activation", **log_axis(centres)},
         yaxis={"title": "tokens"},
         template="plotly_white",
         height=300,
@@ -191,7 +193,7 @@ def prompt_view(
                 else f"<span>{escape_text(label)}</span>"
             )
         rows.append(
-            f"<tr><td>{pos}</td><td class='tok'>{escape_text(visible(token))}</td>"
+            f"<tr><td>{pos}</td><td class='tok'>{escape_text(token_label(token))}</td>"
             f"<td class='features'>{''.join(cells)}</td></tr>"
         )
     table = (
@@ -280,4 +282,4 @@ def write_feature_pages(
 
 def _top_token(model: Any, stats: FeatureStats, feature: int) -> str:
     contexts = stats.contexts(feature, model.tokenizer)
-    return visible(contexts[0]["tokens"][contexts[0]["index"]]) if contexts else ""
+    return token_label(contexts[0]["tokens"][contexts[0]["index"]]) if contexts else ""
