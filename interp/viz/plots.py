@@ -57,7 +57,7 @@ def position_labels(tokens: Sequence[str]) -> list[str]:
     ``interp.analysis.labels.token_label``) with its position.
 
     Example:
-        >>> position_labels(["<|endoftext|>", " cat", "\n"])
+        >>> position_labels(["<|endoftext|>", " cat", "\\n"])
         ['<|endoftext|>|0', '␣cat|1', '↵|2']
     """
     return [f"{token_label(token)}|{position}" for position, token in enumerate(tokens)]
