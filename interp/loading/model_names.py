@@ -223,6 +223,7 @@ MODEL_ALIASES: dict[str, list[str]] = {
         for size in ("560m", "1b1", "1b7", "3b", "7b1")
     },
     **_lowercase_aliases(_GEMMA_1_IDS),
+    "openai/gpt-oss-20b": ["gpt-oss-20b", "gpt-oss"],
 }
 OFFICIAL_MODEL_NAMES: list[str] = list(MODEL_ALIASES)
 # The first alias of each name (the name itself when it has none), as TL's.
