@@ -91,6 +91,22 @@ class MoE(nn.Module):
             self.W_shared_expert_gate = nn.Parameter(torch.empty(cfg.d_model, 1, dtype=cfg.dtype))
             self.hook_shared_expert_gate = HookPoint()  # [batch, pos, 1]
 
+    def input_weights(self) -> list[nn.Parameter]:
+        """Every weight that reads the MLP's input, each [d_model, n] (the router, each
+        expert's W_gate and W_in, the shared expert's and its gate): what a pre-norm folds
+        into."""
+        experts = [*self.experts, *([self.shared_expert] if self.cfg.d_mlp_shared_expert else [])]
+        weights = [self.W_gate] + [w for expert in experts for w in (expert.W_gate, expert.W_in)]
+        if self.cfg.d_mlp_shared_expert is not None:
+            weights.append(self.W_shared_expert_gate)
+        return weights
+
+    def output_weights(self) -> list[nn.Parameter]:
+        """Every weight that writes the MLP's output, each [d_mlp, d_model]: the experts'
+        W_out (and the shared expert's)."""
+        experts = [*self.experts, *([self.shared_expert] if self.cfg.d_mlp_shared_expert else [])]
+        return [expert.W_out for expert in experts]
+
     def route(
         self, x: Float[Tensor, "batch pos d_model"]
     ) -> tuple[Int[Tensor, "batch pos k"], Float[Tensor, "batch pos k"]]:

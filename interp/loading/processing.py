@@ -5,9 +5,10 @@ Each function edits a HookedTransformer in place and leaves its log-probabilitie
 weights of their checkpoint, so their logits equal the original model's.
 
 - ``fold_layer_norm``: each pre-norm's weight (and a layer norm's bias) moves into the layer
-  that reads it (W_Q/W_K/W_V, W_in and W_gate, W_U); layer norms become ``"LNPre"`` (centre
-  and scale only; the readers are then centred over d_model), RMS norms ``"RMSPre"`` (scale
-  only). A "solu_ln" MLP's layer norm (``mlp.ln``, after the activation) folds into W_out
+  that reads it (W_Q/W_K/W_V, W_in and W_gate, a mixture of experts' router and experts'
+  W_gate and W_in, W_U); layer norms become ``"LNPre"`` (centre and scale only; the readers
+  are then centred over d_model), RMS norms ``"RMSPre"`` (scale only).
+  A "solu_ln" MLP's layer norm (``mlp.ln``, after the activation) folds into W_out
   and b_out the same way. Sandwich post-norms (``ln1_post``/``ln2_post``) and QK norms keep
   their weights: what follows them is a sum into the residual stream or a rotation, not a
   linear reader. Shortformer models cannot fold: their positions are added after ln1.
@@ -128,7 +129,10 @@ def fold_layer_norm(model: Any, center_weights: bool = True) -> None:
         for weight, bias in ((attn.W_Q, attn.b_Q), (W_K, b_K), (W_V, b_V)):
             # [n_heads, d_model, d_head] and [n_heads, d_head]
             _fold_into(ln1, weight, bias, center_weights, d_model_axis=1)
-        if not model.cfg.attn_only:
+        if model.cfg.num_experts:  # the router and every expert read ln2 (no biases)
+            for weight in block.mlp.input_weights():
+                _fold_into(block.ln2, weight, None, center_weights, d_model_axis=0)
+        elif not model.cfg.attn_only:
             mlp = block.mlp
             _fold_into(block.ln2, mlp.W_in, mlp.b_in, center_weights, d_model_axis=0)
             if model.cfg.gated_mlp:  # no gate bias: _fold_ln_problem checked ln2's is zero
@@ -176,7 +180,8 @@ def _pre_norms(model: Any) -> list[tuple[Any, str]]:
     norms = [(model, "ln_final")]
     for block in model.blocks:
         norms += [(block, "ln1")] if model.cfg.attn_only else [(block, "ln1"), (block, "ln2")]
-        if not model.cfg.attn_only and getattr(block.mlp.ln, "w", None) is not None:
+        mlp_ln = getattr(block.mlp, "ln", None) if not model.cfg.attn_only else None
+        if getattr(mlp_ln, "w", None) is not None:  # a mixture of experts has no such norm
             norms.append((block.mlp, "ln"))
     return norms
 
@@ -197,7 +202,9 @@ def center_writing_weights(model: Any) -> None:
         writers.append(model.pos_embed.W_pos)
     for block in model.blocks:
         writers += [block.attn.W_O, block.attn.b_O]
-        if not model.cfg.attn_only:
+        if model.cfg.num_experts:
+            writers += block.mlp.output_weights()
+        elif not model.cfg.attn_only:
             writers += [block.mlp.W_out, block.mlp.b_out]
     for weight in writers:  # [..., d_model]
         weight.sub_(weight.float().mean(dim=-1, keepdim=True).to(weight.dtype))

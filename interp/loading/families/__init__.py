@@ -18,16 +18,20 @@ from interp.loading.families.gpt_neo import GPT_NEO
 from interp.loading.families.gpt_oss import GPT_OSS
 from interp.loading.families.gptj import GPTJ
 from interp.loading.families.llama import LLAMA, MISTRAL
+from interp.loading.families.mixtral import MIXTRAL
 from interp.loading.families.neox import NEOX
 from interp.loading.families.olmo2 import OLMO2
+from interp.loading.families.olmoe import OLMOE
 from interp.loading.families.opt import OPT
 from interp.loading.families.phi import PHI
 from interp.loading.families.phi3 import PHI3
 from interp.loading.families.qwen import QWEN2, QWEN3
+from interp.loading.families.qwen2_moe import QWEN2_MOE
+from interp.loading.families.qwen3_moe import QWEN3_MOE
 
 FAMILIES = (
     NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, GEMMA3, OPT, GPT_NEO, GPTJ, PHI, PHI3,
-    OLMO2, BLOOM, GPT_OSS,
+    OLMO2, BLOOM, MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GPT_OSS,
 )  # fmt: skip
 GPT2_ARCHITECTURES = ("GPT2LMHeadModel",)
 SUPPORTED_ARCHITECTURES = GPT2_ARCHITECTURES + tuple(
