@@ -119,11 +119,15 @@ def run(args: argparse.Namespace) -> None:
         max_feature_nodes=args.max_feature_nodes,
         verbose=False,
     )
-    thresholds = {"node_threshold": args.node_threshold, "edge_threshold": args.edge_threshold}
-    view = graph_view(graph, replacement, slug=args.slug, **thresholds)
+    options = {
+        "scan": graph.scan or args.transcoders,
+        "node_threshold": args.node_threshold,
+        "edge_threshold": args.edge_threshold,
+    }
+    view = graph_view(graph, replacement, slug=args.slug, **options)
     path = view.save(args.out)
     if args.json_dir is not None:  # {slug}.json and graph-metadata.json, for Neuronpedia
-        create_graph_files(graph, args.slug, args.json_dir, **thresholds)
+        create_graph_files(graph, args.slug, args.json_dir, tokenizer=model.tokenizer, **options)
     nodes, links = len(view.graph["nodes"]), len(view.graph["links"])
     print(terminal_text(f"graph written to {path.resolve()} ({nodes} nodes, {links} links)"))
     print(terminal_text(f"{graph!r}"))

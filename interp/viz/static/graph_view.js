@@ -1,8 +1,8 @@
 /* The attribution-graph viewer: draws a graph in Neuronpedia's JSON (circuit-tracer's
  * create_graph_files) as SVG, with no network and no library.
  *
- * Every <div class="gv-root"> holding a <script type="application/json" class="gv-data">
- * ({"graph": {metadata, qParams, nodes, links}, "extras": {...} or null}) is rendered once.
+ * Every div.gv-root holding a JSON data element (script.gv-data, type application/json:
+ * {"graph": {metadata, qParams, nodes, links}, "extras": {...} or null}) is rendered once.
  * Rows are layers (embeddings at the bottom, logits at the top), columns token positions.
  * Text from the data only ever reaches the page through textContent or SVG text nodes.
  */
@@ -252,9 +252,10 @@
       var full = visible(model.tokens[p] !== undefined ? model.tokens[p] : "");
       var maxChars = Math.max(3, Math.floor((geo.x[p + 1] - geo.x[p]) / 7.5));
       tok.textContent = full.length > maxChars ? full.slice(0, maxChars - 1) + "\u2026" : full;
-      var tip = svg("title", {}); tip.textContent = full + " (position " + p + ")";
-      tok.appendChild(tip);
-      grid.appendChild(tok);
+      var labelGroup = svg("g", {}), tip = svg("title", {});
+      tip.textContent = full + " (position " + p + ")";
+      labelGroup.appendChild(tip); labelGroup.appendChild(tok);
+      grid.appendChild(labelGroup);
       var idx = svg("text", { x: cx, y: geo.height - BOTTOM + 40, class: "gv-posidx", "text-anchor": "middle" });
       idx.textContent = String(p);
       grid.appendChild(idx);
@@ -281,6 +282,7 @@
       g.addEventListener("mousemove", function (event) { self.moveTip(event); });
       g.addEventListener("mouseleave", function () { self.tip.style.display = "none"; });
       g.addEventListener("click", function (event) {
+        self.tip.style.display = "none";
         if (event.shiftKey) self.togglePin(n.node_id); else self.select(n.node_id);
       });
       n.element = g;
@@ -512,7 +514,7 @@
     });
   }
 
-  /* A page with <input type="file" class="gv-file"> and an empty <div class="gv-root">
+  /* A page with a file input (input.gv-file) and an empty div.gv-root
    * opens a graph JSON from disk (read in the browser; nothing is sent anywhere). */
   function bindFilePickers() {
     Array.prototype.forEach.call(document.querySelectorAll("input.gv-file"), function (input) {

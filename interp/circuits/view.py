@@ -1,0 +1,150 @@
+"""An attribution graph in the offline viewer (``interp.viz.graph_view``): the JSON that
+``create_graph_files`` writes, plus what only the graph and the model know about each
+feature the JSON shows (its activation at every position of the prompt, the tokens its
+decoder promotes and suppresses).
+
+Example:
+    >>> graph = attribute("The capital of France is", replacement)
+    >>> view = graph_view(graph, replacement, node_threshold=0.8, edge_threshold=0.98)
+    >>> view.save("graph.html")      # one offline page; in a notebook, `view` shows it
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from interp.circuits.graph import Graph
+from interp.circuits.graph_files import create_graph_files
+from interp.circuits.replacement_model import ReplacementModel
+from interp.viz.graph_view import GraphView, check_graph_json
+
+FEATURE_TYPES = ("cross layer transcoder",)  # how create_graph_files names a feature node
+
+
+def graph_json(graph: Graph, slug: str = "graph", **options: Any) -> dict[str, Any]:
+    """The dict ``create_graph_files(graph, slug, folder, **options)`` writes as
+    ``{slug}.json`` (``options``: ``scan``, ``node_threshold``, ``edge_threshold``,
+    ``tokenizer``), written to a temporary folder and read back."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = create_graph_files(graph, slug, folder, **options)
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def shown_features(data: dict[str, Any]) -> dict[int, list[int]]:
+    """The features of the graph JSON's feature nodes, by layer (node ids are
+    ``{layer}_{feature}_{position}``)."""
+    by_layer: dict[int, set[int]] = defaultdict(set)
+    for node in data["nodes"]:
+        if node["feature_type"] in FEATURE_TYPES:
+            layer, feature, _ = str(node["node_id"]).split("_")
+            by_layer[int(layer)].add(int(feature))
+    return {layer: sorted(features) for layer, features in sorted(by_layer.items())}
+
+
+def prompt_activations(graph: Graph, features: dict[int, list[int]]) -> dict[str, list]:
+    """Each feature's nonzero activations on the prompt, ``"{layer}_{feature}"`` ->
+    [[position, value], ...], from the graph's active features."""
+    wanted = {(layer, feature) for layer, fs in features.items() for feature in fs}
+    found: dict[str, list] = defaultdict(list)
+    rows = graph.active_features.tolist()  # [n_active, 3]: layer, position, feature
+    values = graph.activation_values.tolist()  # [n_active]
+    for (layer, position, feature), value in zip(rows, values, strict=True):
+        if (layer, feature) in wanted:
+            found[f"{layer}_{feature}"].append([position, value])
+    return dict(found)
+
+
+@torch.no_grad()
+def decoder_logit_weights(
+    model: ReplacementModel, features: dict[int, list[int]], k: int = 8
+) -> dict[str, dict[str, list]]:
+    """The ``k`` tokens each feature's decoder promotes and suppresses most: its output
+    (summed over the layers it writes to) through the final norm's centring and weight (not
+    its scale) and ``W_U``; ``"{layer}_{feature}"`` -> {promoted, suppressed}."""
+    transcoders, W_U = model.transcoders, model.W_U.detach()
+    k = min(k, W_U.shape[-1])
+    out: dict[str, dict[str, list]] = {}
+    for layer, feature_list in features.items():
+        index = torch.tensor(feature_list, dtype=torch.long, device=W_U.device)
+        directions = sum(
+            transcoders.decoder_vectors(layer, index, target).detach()
+            for target in transcoders.writes_to(layer)
+        )  # [n, d_model]
+        if model.cfg.normalization_type in ("LN", "LNPre"):
+            directions = directions - directions.mean(-1, keepdim=True)
+        weight = getattr(model.ln_final, "w", None)
+        if weight is not None:
+            directions = directions * weight.detach()
+        logits = directions.to(W_U.dtype) @ W_U  # [n, d_vocab]
+        up, down = logits.topk(k, dim=-1), logits.topk(k, dim=-1, largest=False)
+        for row, feature in enumerate(feature_list):
+            out[f"{layer}_{feature}"] = {
+                "promoted": _named(model, up.indices[row], up.values[row]),
+                "suppressed": _named(model, down.indices[row], down.values[row]),
+            }
+    return out
+
+
+def _named(model: ReplacementModel, ids: torch.Tensor, values: torch.Tensor) -> list:
+    tokenizer = model.tokenizer
+    names = [tokenizer.decode([i]) if tokenizer is not None else str(i) for i in ids.tolist()]
+    return [[name, value] for name, value in zip(names, values.float().tolist(), strict=True)]
+
+
+def feature_extras(
+    data: dict[str, Any], graph: Graph | None = None, model: ReplacementModel | None = None
+) -> dict[str, Any]:
+    """The viewer's extras for the features the graph JSON ``data`` shows: activations on
+    the prompt (from ``graph``) and decoder logit weights (from ``model``)."""
+    features = shown_features(data)
+    by_feature: dict[str, dict[str, Any]] = defaultdict(dict)
+    if graph is not None:
+        for key, activations in prompt_activations(graph, features).items():
+            by_feature[key]["activations"] = activations
+    if model is not None:
+        for key, logits in decoder_logit_weights(model, features).items():
+            by_feature[key].update(logits)
+    return {"features": dict(by_feature)}
+
+
+def graph_view(
+    graph: Graph | dict[str, Any] | str | Path,
+    model: ReplacementModel | None = None,
+    *,
+    slug: str = "graph",
+    scan: str | list[str] | None = None,
+    node_threshold: float = 0.8,
+    edge_threshold: float = 0.98,
+    title: str = "",
+) -> GraphView:
+    """The viewer for ``graph``: a ``Graph`` (made into ``create_graph_files``'s JSON with
+    this slug, scan and thresholds), that JSON as a dict, or the path of a ``{slug}.json``
+    file. With ``model`` (the ``ReplacementModel`` that traced it), a click on a feature also
+    shows the tokens its decoder promotes and suppresses, and the prompt's tokens are
+    decoded by its tokenizer. Display it in a notebook, or ``.save(path)``.
+
+    Example:
+        >>> graph_view(graph, replacement).save("graph.html")
+        >>> graph_view("graphs/my-graph.json")
+    """
+    source = graph if isinstance(graph, Graph) else None
+    if source is not None:
+        tokenizer = model.tokenizer if model is not None else None
+        thresholds = {"node_threshold": node_threshold, "edge_threshold": edge_threshold}
+        data = graph_json(source, slug, scan=scan, tokenizer=tokenizer, **thresholds)
+    elif isinstance(graph, (str, Path)):
+        try:
+            data = json.loads(Path(graph).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"Cannot read the graph JSON {str(graph)!r}: {error}") from error
+    else:
+        data = graph
+    check_graph_json(data)
+    extras = feature_extras(data, source, model) if source is not None or model else None
+    return GraphView(data, extras, title)

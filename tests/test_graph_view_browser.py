@@ -1,0 +1,170 @@
+"""The attribution-graph viewer in headless Chromium (Playwright, the system's chromium):
+a graph renders (nodes and edges), hover and click show a feature, the thresholds prune,
+pinned nodes stay, hostile token text stays text, no console error, and no request leaves
+the page's origin (each is blocked and recorded, and the test fails if one was tried).
+
+Screenshots land in the test's tmp_path (set INTERP_SCREENSHOTS=DIR to keep them there)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from interp import HookedTransformer, HookedTransformerConfig
+from interp.viz.graph_view import GraphView
+from tests.conftest import CHROMIUM, NEEDS_CHROMIUM
+from tests.test_graph_view import XSS_IMG, XSS_SCRIPT, hand_graph, tiny_folders  # noqa: F401
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+pytestmark = NEEDS_CHROMIUM
+N_NODES, N_LINKS = 16, 17  # hand_graph()'s
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+def watched_page(browser, origin: str):
+    """A page that records console errors, page errors, dialogs and every request that
+    does not start with ``origin`` (aborted); ``page.problems`` lists them."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else 0)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("dialog", lambda dialog: problems.append(f"dialog: {dialog.message}"))
+    page.on(
+        "request",
+        lambda r: problems.append(f"request: {r.url}") if not r.url.startswith(origin) else 0,
+    )
+    page.route(lambda url: not url.startswith(origin), lambda route: route.abort())
+    page.problems = problems
+    return page
+
+
+@pytest.fixture
+def file_page(browser):
+    page = watched_page(browser, "file://")
+    yield page
+    page.context.close()
+    assert not page.problems, page.problems
+
+
+def screenshot(page, tmp_path: Path, name: str) -> None:
+    folder = Path(os.environ.get("INTERP_SCREENSHOTS", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+def set_slider(page, name: str, value: float) -> None:
+    page.fill(f"input[name={name}]", str(value))
+    page.dispatch_event(f"input[name={name}]", "input")
+
+
+def shown(page, selector: str) -> int:
+    return page.locator(f"{selector}:not(.gv-hidden)").count()
+
+
+def test_graph_renders_hover_click_prune_and_pin(file_page, tmp_path):
+    page = file_page
+    page.goto(GraphView(hand_graph()).save(tmp_path / "hand.html").as_uri())
+    page.wait_for_selector(".gv-node")
+    assert shown(page, ".gv-node") == N_NODES and page.locator(".gv-edge").count() == N_LINKS
+    assert page.text_content(".gv-counts") == f"{N_NODES} of {N_NODES} nodes · 17 of 17 edges"
+    labels = page.locator(".gv-token").all_text_contents()
+    assert labels[1] == "␣cat" and labels[3] == "↵"  # whitespace made visible
+    feature = page.locator(".gv-node[data-node-id='1_7_4']")
+    feature.hover()
+    tip = page.text_content(".gv-tip")
+    assert "Feature 7 of layer 1 at position 4" in tip and "activation5.000" in tip
+    feature.click()
+    details = page.text_content(".gv-details")
+    assert "Strongest inputs" in details and "L0 #7 @4" in details
+    assert "Direct effects on the logits" in details and "+0.400" in details
+    assert page.locator(".gv-edge.gv-edge-on").count() == 3  # 1 in, 2 out
+    screenshot(page, tmp_path, "graph-view-clicked")
+
+    page.click(".gv-details .gv-pin")  # pin 1_7_4, then prune hard
+    assert page.text_content(".gv-pin-list") == "L1 #7 @4 " + XSS_IMG.replace(" ", "␣") + "×"
+    set_slider(page, "node-threshold", 0.05)
+    set_slider(page, "edge-threshold", 0.3)
+    assert page.locator(".gv-edge").count() < N_LINKS
+    assert shown(page, ".gv-node") < N_NODES
+    assert page.locator(".gv-node[data-node-id='1_7_4']:not(.gv-hidden)").count() == 1
+    assert page.locator(".gv-node.gv-is-pinned").count() == 1
+    screenshot(page, tmp_path, "graph-view-pruned")
+    page.click(".gv-unpin")
+    assert page.locator(".gv-node[data-node-id='1_7_4']:not(.gv-hidden)").count() == 0
+
+
+def test_hostile_token_text_stays_text(file_page, tmp_path):
+    page = file_page
+    page.goto(GraphView(hand_graph()).save(tmp_path / "xss.html").as_uri())
+    page.wait_for_selector(".gv-node")
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("img").count() == 0
+    assert page.locator(".gv-root script").count() == 1  # only the data script
+    prompt = page.text_content(".gv-prompt")
+    assert XSS_SCRIPT.replace(" ", "␣") in prompt and XSS_IMG.replace(" ", "␣") in prompt
+    page.click(".gv-node[data-node-id='0_5_2']")  # its clerp is XSS_IMG
+    assert XSS_IMG in page.text_content(".gv-detail-title")
+    page.click(".gv-node[data-node-id='3_7_4']")  # the logit whose token is XSS_SCRIPT
+    assert f'Output "{XSS_SCRIPT}"' in page.text_content(".gv-detail-title")
+    assert page.evaluate("window.__xss") is None and page.locator("img").count() == 0
+
+
+def test_a_traced_graph_with_extras(file_page, tiny_folders, tmp_path):  # noqa: F811
+    from interp.cli import main
+
+    out = tmp_path / "traced.html"
+    argv = ["graph", "--model", str(tiny_folders / "model"), "--transcoders",
+            str(tiny_folders / "tc"), "--prompt", "The cat sat on the mat.\nIt sat",
+            "--out", str(out), "--max-feature-nodes", "30", "--batch-size", "64"]  # fmt: skip
+    assert main(argv) == 0
+    page = file_page
+    page.goto(out.as_uri())
+    page.wait_for_selector(".gv-node")
+    data = json.loads(page.text_content("script.gv-data"))
+    assert shown(page, ".gv-node") == len(data["graph"]["nodes"])
+    assert page.locator(".gv-edge").count() == len(data["graph"]["links"])
+    feature = page.locator(".gv-feature").last
+    feature.click()
+    details = page.text_content(".gv-details")
+    assert "Activation on the prompt" in details and "Decoder logit weights" in details
+    screenshot(page, tmp_path, "graph-view-traced")
+
+
+def test_served_graph_and_file_picker(browser, tmp_path):
+    from interp.serve import BackgroundServer, create_app
+
+    cfg = HookedTransformerConfig(n_layers=1, d_model=8, n_heads=1, d_vocab=10, n_ctx=8)
+    app = create_app({"m": HookedTransformer(cfg)}, graphs={"hand": hand_graph()})
+    with BackgroundServer(app) as server:
+        page = watched_page(browser, server.url)
+        page.goto(server.url + "graph/hand")  # under the dashboard's CSP: no inline script
+        page.wait_for_selector(".gv-node")
+        assert shown(page, ".gv-node") == N_NODES and page.locator(".gv-edge").count() == N_LINKS
+        page.click(".gv-node[data-node-id='1_7_4']")
+        assert "Strongest inputs" in page.text_content(".gv-details")
+
+        page.goto(server.url + "graph")
+        assert page.locator("a[href='/graph/hand']").count() == 1
+        graph_file = tmp_path / "picked.json"
+        graph_file.write_text(json.dumps(hand_graph(tokens=("a", "b", "c"))), encoding="utf-8")
+        page.set_input_files("input.gv-file", str(graph_file))
+        page.wait_for_selector("#gv-picked .gv-node")
+        assert page.locator("#gv-picked .gv-token").all_text_contents() == ["a", "b", "c"]
+        assert page.text_content("#gv-picked-status") == "picked.json"
+        screenshot(page, tmp_path, "graph-view-served-picker")
+        page.context.close()
+        assert not page.problems, page.problems
