@@ -35,7 +35,7 @@ SUPPORTED = ("gpt2", "distilgpt2", "EleutherAI/pythia", "EleutherAI/gpt-neox", "
              "google/gemma-3-", "facebook/opt-", "EleutherAI/gpt-neo-", "EleutherAI/gpt-j-",
              "roneneldan/TinyStories-", "microsoft/phi-1", "microsoft/phi-2", "microsoft/Phi-3",
              "microsoft/phi-4", "google/gemma-2b", "google/gemma-7b",
-             "bigscience/bloom-", "openai/gpt-oss-")  # fmt: skip
+             "bigscience/bloom-", "openai/gpt-oss-", "mistralai/Mixtral-")  # fmt: skip
 
 
 def assert_same_fields(cfg: HookedTransformerConfig, expected: dict) -> None:

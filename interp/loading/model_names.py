@@ -207,6 +207,8 @@ MODEL_ALIASES: dict[str, list[str]] = {
     "mistralai/Mistral-7B-Instruct-v0.1": ["mistral-7b-instruct"],
     "mistralai/Mistral-Small-24B-Base-2501": [],
     "mistralai/Mistral-Nemo-Base-2407": ["mistral-nemo-base-2407"],
+    "mistralai/Mixtral-8x7B-v0.1": ["mixtral", "mixtral-8x7b"],
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": ["mixtral-instruct", "mixtral-8x7b-instruct"],
     **_lowercase_aliases(_QWEN_IDS),
     "Qwen/QwQ-32B-Preview": ["qwen-32b-preview"],
     **_lowercase_aliases(_QWEN3_IDS),

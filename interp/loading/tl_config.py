@@ -2,7 +2,8 @@
 from its config.json (a local folder, or the Hugging Face cache: offline once cached), field
 for field what TL 2.18 returns for the same file, its quirks included:
 
-- Mistral, Qwen 2 and Qwen 3 get ``n_ctx=2048`` (TL caps them), Gemma ``8192``, Llama 3.1+
+- Mistral, Qwen 2 and Qwen 3 get ``n_ctx=2048`` (TL caps them; not Mixtral, which also has
+  no window), Gemma ``8192``, Llama 3.1+
   ``2048``; Llama's ``rope_theta`` is read only for TL's named Llama models.
 - Llama (a local folder), Llama 2/3, CodeLlama and Gemma names follow TL's per-name tables,
   which hold the published configs' values; here they are read from the config.json itself.
@@ -60,6 +61,10 @@ _HF_DEFAULTS = {
     "LlamaForCausalLM": dict(rms_norm_eps=1e-6, hidden_act="silu"),
     "MistralForCausalLM": dict(
         rms_norm_eps=1e-6, hidden_act="silu", sliding_window=4096, num_key_value_heads=8
+    ),
+    "MixtralForCausalLM": dict(
+        rms_norm_eps=1e-5, hidden_act="silu", num_key_value_heads=8, num_local_experts=8,
+        num_experts_per_tok=2, max_position_embeddings=4096 * 32,
     ),
     "Qwen2ForCausalLM": dict(
         rms_norm_eps=1e-6, hidden_act="silu", initializer_range=0.02, num_key_value_heads=32
@@ -166,6 +171,23 @@ def _mistral(v: dict[str, Any], named: bool) -> dict[str, Any]:
         eps=v["rms_norm_eps"], rotary_base=_rotary_base(v),
         n_key_value_heads=v["num_key_value_heads"], use_local_attn=bool(window),
         normalization_type="RMS", positional_embedding_type="rotary", gated_mlp=True,
+    )  # fmt: skip
+
+
+def _mixtral(v: dict[str, Any], named: bool) -> dict[str, Any]:
+    """TL's Mixtral branch: no window whatever the config says, 32 "global" attn_types (cut
+    to the layers), its head as the rotary dimension, the full context."""
+    n_heads = v["num_attention_heads"]
+    return dict(
+        dtype=torch.bfloat16, d_model=v["hidden_size"], d_head=v["hidden_size"] // n_heads,
+        n_heads=n_heads, d_mlp=v["intermediate_size"], n_layers=v["num_hidden_layers"],
+        n_ctx=v["max_position_embeddings"], d_vocab=v["vocab_size"], act_fn=v["hidden_act"],
+        normalization_type="RMS", positional_embedding_type="rotary",
+        rotary_base=_rotary_base(v), window_size=v.get("sliding_window"),
+        attn_types=["global"] * 32, eps=v["rms_norm_eps"],
+        n_key_value_heads=v["num_key_value_heads"], gated_mlp=True, use_local_attn=False,
+        rotary_dim=v["hidden_size"] // n_heads, num_experts=v["num_local_experts"],
+        experts_per_token=v["num_experts_per_tok"],
     )  # fmt: skip
 
 
@@ -297,6 +319,7 @@ _ARCHITECTURES = {
     "GPTNeoXForCausalLM": _neox,
     "LlamaForCausalLM": _llama,
     "MistralForCausalLM": _mistral,
+    "MixtralForCausalLM": _mixtral,
     "Qwen2ForCausalLM": _qwen,
     "Qwen3ForCausalLM": lambda v, named: _qwen(v, named, qwen3=True),
     "Gemma2ForCausalLM": _gemma,
