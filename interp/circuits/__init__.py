@@ -10,6 +10,7 @@ Example:
     >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=500)
     >>> node_mask, edge_mask, cumulative_scores = prune_graph(graph, node_threshold=0.8)
     >>> create_graph_files(graph, "capital", "graphs/")  # Neuronpedia's graph JSON
+    >>> logits, activations = replacement.feature_intervention(tokens, [(3, 5, 1234, 0.0)])
 """
 
 from interp.circuits.attribution import CustomTarget, attribute, ensure_tokenized
@@ -23,6 +24,11 @@ from interp.circuits.graph import (
     prune_graph,
 )
 from interp.circuits.graph_files import create_graph_files
+from interp.circuits.intervention import (
+    Intervention,
+    feature_intervention,
+    feature_intervention_generate,
+)
 from interp.circuits.replacement_model import ReplacementModel
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
 
@@ -30,6 +36,7 @@ __all__ = [
     "CrossLayerTranscoder",
     "CustomTarget",
     "Graph",
+    "Intervention",
     "LogitTarget",
     "PruneResult",
     "ReplacementModel",
@@ -39,6 +46,8 @@ __all__ = [
     "compute_partial_influences",
     "create_graph_files",
     "ensure_tokenized",
+    "feature_intervention",
+    "feature_intervention_generate",
     "load_cross_layer_transcoder",
     "load_transcoders",
     "prune_graph",

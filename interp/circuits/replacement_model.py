@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.circuits import intervention
 from interp.circuits.cross_layer import CrossLayerTranscoder
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
 
@@ -205,6 +206,49 @@ class ReplacementModel:
         else:
             hooks.append((f"blocks.{layer}.{self.feature_output_hook}", replace_output))
         return hooks
+
+    # -------------------------------------------------------------- interventions
+    def feature_intervention(
+        self,
+        inputs: str | Tensor,
+        interventions: Sequence[intervention.Intervention],
+        constrained_layers: Sequence[int] | None = None,
+        freeze_attention: bool = True,
+        apply_activation_function: bool = True,
+        sparse: bool = False,
+        return_activations: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """(logits, activations) with features set to values (``interp.circuits.intervention``)."""
+        return intervention.feature_intervention(
+            self, inputs, interventions, constrained_layers, freeze_attention,
+            apply_activation_function, sparse, return_activations,
+        )  # fmt: skip
+
+    def feature_intervention_generate(
+        self,
+        inputs: str | Tensor,
+        interventions: Sequence[intervention.Intervention],
+        constrained_layers: Sequence[int] | None = None,
+        freeze_attention: bool = True,
+        apply_activation_function: bool = True,
+        sparse: bool = False,
+        return_activations: bool = True,
+        **generate_kwargs: Any,
+    ) -> tuple[Any, Tensor, Tensor | None]:
+        """(generation, logits of each step, activations) of ``generate`` with features set
+        to values (``interp.circuits.intervention``)."""
+        return intervention.feature_intervention_generate(
+            self, inputs, interventions, constrained_layers, freeze_attention,
+            apply_activation_function, sparse, return_activations, **generate_kwargs,
+        )  # fmt: skip
+
+    def get_activations(
+        self, inputs: str | Tensor, sparse: bool = False, apply_activation_function: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        """(logits, transcoder activations [n_layers, pos, d_transcoder], position 0 zeroed)."""
+        return intervention.feature_intervention(
+            self, inputs, [], sparse=sparse, apply_activation_function=apply_activation_function
+        )
 
     def run_linearized(
         self, tokens: Int[Tensor, "batch pos"]
