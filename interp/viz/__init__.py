@@ -1,9 +1,11 @@
-"""Visualization: offline circuitsvis attention views, plotly helpers and the HTML report."""
+"""Visualization: offline circuitsvis attention views, plotly helpers, the HTML report and the
+attribution-graph viewer."""
 
 from interp.serve.notebook import dashboard
 from interp.viz.activations import token_activations
 from interp.viz.attention import attention_heads, attention_pattern
 from interp.viz.circuitsvis_view import CircuitsVisView
+from interp.viz.graph_view import GraphView
 from interp.viz.plots import (
     head_score_grid,
     imshow,
@@ -18,6 +20,7 @@ from interp.viz.report import report_html, write_report
 
 __all__ = [
     "CircuitsVisView",
+    "GraphView",
     "attention_heads",
     "attention_pattern",
     "dashboard",
