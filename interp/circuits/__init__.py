@@ -10,6 +10,7 @@ Example:
     >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=500)
     >>> node_mask, edge_mask, cumulative_scores = prune_graph(graph, node_threshold=0.8)
     >>> create_graph_files(graph, "capital", "graphs/")  # Neuronpedia's graph JSON
+    >>> graph_view(graph, replacement).save("capital.html")  # the offline graph viewer
     >>> logits, activations = replacement.feature_intervention(tokens, [(3, 5, 1234, 0.0)])
 """
 
@@ -31,6 +32,7 @@ from interp.circuits.intervention import (
 )
 from interp.circuits.replacement_model import ReplacementModel
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
+from interp.circuits.view import graph_view
 
 __all__ = [
     "CrossLayerTranscoder",
@@ -48,6 +50,7 @@ __all__ = [
     "ensure_tokenized",
     "feature_intervention",
     "feature_intervention_generate",
+    "graph_view",
     "load_cross_layer_transcoder",
     "load_transcoders",
     "prune_graph",
