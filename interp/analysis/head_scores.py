@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 HeadName = Literal["previous_token_head", "duplicate_token_head", "induction_head"]
 HEAD_NAMES: tuple[HeadName, ...] = ("previous_token_head", "duplicate_token_head", "induction_head")
 ErrorMeasure = Literal["abs", "mul"]
+# A head is named as a head of a kind (in a summary) only at this score or above: at least
+# this fraction of its attention goes where a head of that kind attends.
+HEAD_THRESHOLD = 0.3
 
 
 def previous_token_pattern(tokens: Int[Tensor, "... pos"]) -> Float[Tensor, "... pos pos"]:
@@ -159,3 +162,45 @@ def head_scores(
     if return_labels:
         return scores, head_label_grid(model.cfg.n_layers, model.cfg.n_heads)
     return scores
+
+
+def induction_layers(
+    previous_token_scores: Float[Tensor, "n_layers n_heads"], threshold: float = HEAD_THRESHOLD
+) -> Tensor:
+    """``[n_layers]`` bools: the layers whose heads can be induction heads. An induction head
+    attends to the token after an earlier copy of the current one, which it finds by keys
+    that a previous-token head in an earlier layer has written; so a head in layer ``L``
+    counts only if some head in a layer before ``L`` has a previous-token score of at least
+    ``threshold``. Layer 0 never can.
+
+    Example:
+        >>> induction_layers(torch.tensor([[0.9], [0.1], [0.0]]))
+        tensor([False,  True,  True])
+    """
+    strong = (previous_token_scores.nan_to_num(0.0) >= threshold).any(dim=1)  # [n_layers]
+    upstream = strong.int().cumsum(0) > 0  # a previous-token head in this layer or before
+    return torch.cat([torch.zeros(1, dtype=torch.bool), upstream[:-1]])
+
+
+def strongest_heads(
+    scores: dict[str, Float[Tensor, "n_layers n_heads"]], threshold: float = HEAD_THRESHOLD
+) -> dict[str, tuple[str, float] | None]:
+    """The best head of each kind in ``head_scores``'s output, ``(label, score)``, or
+    ``None`` where no head scores ``threshold`` or more; an induction head must also sit
+    after a previous-token head (``induction_layers``). NaN scores never count.
+
+    Example:
+        >>> strongest_heads(head_scores(model, repeated_tokens))
+        {'previous_token_head': ('L0H0', 0.95), 'duplicate_token_head': None,
+         'induction_head': ('L1H0', 0.45)}
+    """
+    best: dict[str, tuple[str, float] | None] = {}
+    for kind, values in scores.items():
+        values = values.float().nan_to_num(float("-inf")).clone()
+        if kind == "induction_head" and "previous_token_head" in scores:
+            values[~induction_layers(scores["previous_token_head"], threshold)] = float("-inf")
+        index = int(values.flatten().argmax())
+        layer, head = divmod(index, values.shape[1])
+        score = float(values[layer, head])
+        best[kind] = (f"L{layer}H{head}", score) if score >= threshold else None
+    return best
