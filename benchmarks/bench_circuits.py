@@ -1,15 +1,18 @@
 """Time one attribution graph with interp.circuits and, when its Python is given, with
 circuit-tracer 0.5.0, on the same random weights and transcoders (a Llama-shaped model,
 per-layer skip transcoders in circuit-tracer's folder format), each in a fresh process:
-best-of-N wall time, the process's memory growth during attribution (peak RSS minus RSS
-before), and the largest difference of the two adjacency matrices.
+best-of-N wall time, the process's peak memory (peak RSS) and its growth during
+attribution (peak RSS minus RSS before), side by side and as ratios, and the largest
+difference of the two adjacency matrices.
+
+The default shape is the issue's: a Llama-shaped 6 layers x 512 wide, 8,192-feature
+transcoders (about ``--active`` of them active a token and layer), a 64-token prompt, CPU.
 
     python3 benchmarks/bench_circuits.py                                  # interp only
     python3 benchmarks/bench_circuits.py --circuit-tracer /work/ct-venv/bin/python
     python3 benchmarks/bench_circuits.py --smoke                          # tiny, seconds
 
-circuit-tracer's environment: see tests/circuit_tracer_reference/make_fixtures.py. The
-issue's shape is ``--layers 6 --d-model 512 --features 8192 --tokens 64``.
+circuit-tracer's environment: see tests/circuit_tracer_reference/make_fixtures.py.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,12 +32,13 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "circuit_tracer_reference"
 
-# Runs in a fresh process: argv = side, folder, repeats, batch_size.
+# Runs in a fresh process: argv = side, folder, repeats, batch_size, fixtures, max nodes.
 RUNNER = r"""
 import json, resource, sys, time
 from pathlib import Path
 import torch
 side, folder, repeats, batch = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+max_nodes = int(sys.argv[6]) or None
 cfg = json.loads((folder / "config.json").read_text())
 tokens = torch.tensor(json.loads((folder / "tokens.json").read_text()))
 from safetensors.torch import load_file
@@ -56,11 +61,11 @@ before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 best = float("inf")
 for _ in range(repeats):
     start = time.perf_counter()
-    graph = attribute(tokens, model, batch_size=batch)
+    graph = attribute(tokens, model, batch_size=batch, max_feature_nodes=max_nodes)
     best = min(best, time.perf_counter() - start)
-growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 torch.save(graph.adjacency_matrix, folder / f"{side}.pt")
-print(json.dumps({"seconds": best, "growth_mib": growth / 1024,
+print(json.dumps({"seconds": best, "growth_mib": (peak - before) / 1024, "peak_mib": peak / 1024,
                   "features": len(graph.active_features)}))
 """
 
@@ -97,9 +102,9 @@ def write_inputs(folder: Path, args: argparse.Namespace) -> None:
             hook_name=f"blocks.{layer}.mlp.hook_in", hook_name_out=f"blocks.{layer}.mlp.hook_out",
             apply_b_dec_to_input=False,
         ))  # fmt: skip
-        with torch.no_grad():  # about 1% of the features active a token
+        with torch.no_grad():  # pre-activations ~ N(b_enc, 1): about args.active pass 0.3
             sae.W_enc.normal_(0, 1.0 / d**0.5)
-            sae.b_enc.fill_(-2.0)
+            sae.b_enc.fill_(0.3 - statistics.NormalDist().inv_cdf(1 - args.active / args.features))
             sae.threshold.fill_(0.3)
             sae.W_dec.normal_(0, 0.02)
             sae.W_skip.normal_(0, 0.02)
@@ -110,7 +115,7 @@ def write_inputs(folder: Path, args: argparse.Namespace) -> None:
 
 def run_side(side: str, python: str, folder: Path, args: argparse.Namespace) -> dict:
     argv = [python, "-c", RUNNER, side, str(folder), str(args.repeats), str(args.batch_size)]
-    argv.append(str(FIXTURES))
+    argv += [str(FIXTURES), str(args.max_feature_nodes or 0)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     cwd = ROOT if side == "interp" else folder  # circuit-tracer away from interp/tokenizers.py
     out = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, check=False)
@@ -121,34 +126,42 @@ def run_side(side: str, python: str, folder: Path, args: argparse.Namespace) -> 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--d-model", type=int, default=256)
-    parser.add_argument("--features", type=int, default=2048)
-    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--d-model", type=int, default=512)
+    parser.add_argument("--features", type=int, default=8192)
+    parser.add_argument("--active", type=float, default=16, help="active features a token, layer")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--max-feature-nodes", type=int, help="attribute's (default: all)")
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--circuit-tracer", metavar="PYTHON", help="a Python with it installed")
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, one repeat")
     args = parser.parse_args(argv)
     if args.smoke:
         args.layers, args.d_model, args.features, args.tokens, args.repeats = 2, 64, 256, 8, 1
+        args.active = 3.0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_inputs(folder, args)
         shape = f"{args.layers}x{args.d_model}, {args.features} features, {args.tokens} tokens"
         ours = run_side("interp", sys.executable, folder, args)
         print(f"shape: {shape}; {ours['features']} active features; {args.threads} thread(s)")
-        print(f"interp: {ours['seconds']:.3f} s, memory growth {ours['growth_mib']:.0f} MiB")
+        print(f"interp: {ours['seconds']:.3f} s, memory growth {ours['growth_mib']:.0f} MiB, "
+              f"peak RSS {ours['peak_mib']:.0f} MiB")  # fmt: skip
         if args.circuit_tracer:
             theirs = run_side("circuit_tracer", args.circuit_tracer, folder, args)
             a, b = torch.load(folder / "interp.pt"), torch.load(folder / "circuit_tracer.pt")
             diff = ((a - b).abs().max() / b.abs().max()).item()
             print(f"circuit-tracer: {theirs['seconds']:.3f} s, memory growth "
-                  f"{theirs['growth_mib']:.0f} MiB")  # fmt: skip
+                  f"{theirs['growth_mib']:.0f} MiB, "
+                  f"peak RSS {theirs['peak_mib']:.0f} MiB")  # fmt: skip
+            if theirs["features"] != ours["features"]:
+                print(f"active features differ: circuit-tracer {theirs['features']}")
             print(f"time interp / circuit-tracer: {ours['seconds'] / theirs['seconds']:.3f}")
             print(f"memory growth interp / circuit-tracer: "
                   f"{ours['growth_mib'] / max(theirs['growth_mib'], 1e-9):.3f}")  # fmt: skip
+            print(f"peak RSS interp / circuit-tracer: {ours['peak_mib'] / theirs['peak_mib']:.3f}")
             print(f"max |A_interp - A_circuit_tracer| / max |A|: {diff:.2e}")
 
 
