@@ -13,6 +13,7 @@ import torch
 
 from interp.circuits import attribute, create_graph_files
 from interp.circuits.graph_files import cantor_pairing
+from interp.tokenizers import CharTokenizer
 from tests.circuit_tracer_models import REFERENCE, replacement_model
 
 FILES = REFERENCE / "graph_files"
@@ -102,3 +103,13 @@ def test_cantor_pairing_is_one_to_one() -> None:
     codes = {cantor_pairing(x, y) for x in range(40) for y in range(40)}
     assert len(codes) == 1600
     assert cantor_pairing(2, 5) == 33
+
+
+def test_prompt_tokens_are_the_tokenizers_text(tmp_path) -> None:
+    chars = ' ab"<>/\n&' + "".join(chr(ord("c") + i) for i in range(39))
+    path = create_graph_files(graph("gpt2_skip"), "chars", tmp_path, tokenizer=CharTokenizer(chars))
+    written = json.loads(path.read_text(encoding="utf-8"))
+    tokens = graph("gpt2_skip").input_tokens.tolist()
+    assert written["metadata"]["prompt_tokens"] == [chars[t] for t in tokens]
+    logit = next(node for node in written["nodes"] if node["feature_type"] == "logit")
+    assert logit["clerp"].startswith('Output "')

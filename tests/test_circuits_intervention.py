@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from interp.circuits import ReplacementModel, load_transcoders
+from interp.tokenizers import CharTokenizer
 from tests.circuit_tracer_models import REFERENCE, fresh_model, replacement_model
 
 MODELS = ["gpt2_skip", "gpt2_noskip", "gpt2_clt", "llama_skip", "llama_clt"]
@@ -18,6 +19,7 @@ MODELS += ["gemma2_skip", "gemma2_clt"]
 RUNS = ["frozen", "unfrozen", "constrained_all", "constrained_last", "open_pre_activation"]
 TOKENS = torch.tensor([0, 5, 17, 3, 29, 11, 40, 8])
 ATOL = 1e-4  # fp32; the measured differences are below 3e-6
+ALPHABET = " abcdefghijklmnopqrstuvwxyz.,;:!?'\"<>/&-\n0123456789"[:48]
 
 
 def reference(name: str) -> dict:
@@ -137,3 +139,23 @@ def test_bad_input_is_a_clear_error_and_leaves_the_model_unchanged(variant: str)
     after = model_state(model)
     assert (after[0], after[1], after[3]) == (before[0], before[1], before[3])
     assert torch.equal(after[2], before[2])
+
+
+def test_text_input_is_tokenized_as_the_model_does() -> None:
+    model = fresh_model("gpt2")
+    model.tokenizer = CharTokenizer(ALPHABET)
+    replacement = ReplacementModel.from_model(model, load_transcoders(REFERENCE / "gpt2" / "skip"))
+    chosen = [(0, 2, 5, 1.5), (1, slice(1, None), 3, 0.5)]
+    logits, activations = replacement.feature_intervention("to be or", chosen)
+    tokens = model.to_tokens("to be or")
+    expected_logits, expected_activations = replacement.feature_intervention(tokens, chosen)
+    assert torch.equal(logits, expected_logits)
+    assert torch.equal(activations, expected_activations)
+    text, step_logits, _ = replacement.feature_intervention_generate(
+        "to be or", chosen, max_new_tokens=3, do_sample=False
+    )
+    generated, _, _ = replacement.feature_intervention_generate(
+        tokens, chosen, max_new_tokens=3, do_sample=False
+    )
+    assert text == model.to_string(generated[0])
+    assert step_logits.shape == (3, model.cfg.d_vocab)

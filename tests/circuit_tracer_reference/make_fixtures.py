@@ -22,7 +22,8 @@ config (``<family>/config.json``), random weights in TransformerLens layout
 connection in circuit-tracer's format (``<family>/<skip|noskip>/config.yaml`` +
 ``layer_{i}.safetensors``), a cross-layer transcoder (``<family>/clt/``: ``W_enc_{i}`` and
 ``W_dec_{i}`` files), and one graph file a case (``<case>.pt``: tensors, lists and
-floats only) with the graph, its prune masks and its scores.
+floats only) with the graph, its prune masks and its scores. ``make_graph_files_fixtures.py``
+then writes circuit-tracer's graph JSON files and feature interventions on these models.
 """
 
 from __future__ import annotations
