@@ -159,3 +159,17 @@ def test_text_input_is_tokenized_as_the_model_does() -> None:
     )
     assert text == model.to_string(generated[0])
     assert step_logits.shape == (3, model.cfg.d_vocab)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"constrained_layers": range(2)}])
+def test_generate_first_step_is_feature_intervention(kwargs: dict) -> None:
+    """The prompt's forward of a generation (frozen norm scales too, when constrained to
+    every layer: ln_final runs on the last position only) is ``feature_intervention``'s."""
+    model = model_for("gemma2_skip")
+    chosen = [(0, slice(1, None), 1, 1.5), (1, 7, 25, 0.0)]
+    _, step_logits, activations = model.feature_intervention_generate(
+        TOKENS, chosen, max_new_tokens=3, do_sample=False, **kwargs
+    )
+    logits, prompt_activations = model.feature_intervention(TOKENS, chosen, **kwargs)
+    torch.testing.assert_close(step_logits[0], logits[0, -1], rtol=0, atol=1e-6)
+    assert torch.equal(activations[:, : len(TOKENS)], prompt_activations)
