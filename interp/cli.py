@@ -168,6 +168,13 @@ def run_hooks(args: argparse.Namespace) -> None:
         print(terminal_text(f"{hook:<{width}}  {shown}"))
 
 
+def run_list(args: argparse.Namespace) -> None:
+    print("models (interp.load_model(NAME), --model NAME):")
+    print("".join(f"  {name}\n" for name in interp.list_models()), end="")
+    print("SAEs (interp.load_sae(NAME), --sae NAME):")
+    print("".join(f"  {name}\n" for name in interp.list_saes()), end="")
+
+
 def _text(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("must not be empty")
@@ -186,9 +193,11 @@ def _out_file(value: str) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="interp",
-        description="Mechanistic interpretability for GPT-2, Pythia, Llama, Mistral, Qwen and "
-        "Gemma models: offline HTML "
-        "reports (attention heads, logit lens, head scores, patching) and hook listings.",
+        description="Mechanistic interpretability for decoder-only transformers (the shipped "
+        "models, and GPT-2, GPT-NeoX/Pythia, Llama, Mistral, Mixtral, Qwen 2/3 and their MoE "
+        "models, Gemma 1-3, OPT, GPT-Neo, GPT-J, Phi 1-4, OLMo 2, OLMoE, BLOOM and gpt-oss "
+        "checkpoints): offline HTML reports (attention heads, logit lens, head scores, "
+        "patching), a live dashboard, SAE features, attribution graphs and hook listings.",
         epilog="Exit codes: 0 ok, 1 runtime error, 2 usage error.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -254,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hooks.add_argument("--model", required=True, help="a shipped model name or checkpoint folder")
     hooks.set_defaults(run=run_hooks, parser=hooks)
+
+    shipped = commands.add_parser(
+        "list",
+        help="list the models and SAEs shipped with interp",
+        description="List the shipped models and SAEs by the names --model and --sae take.",
+    )
+    shipped.set_defaults(run=run_list, parser=shipped)
 
     add_serve_parser(commands)
     add_harvest_parser(commands)

@@ -57,6 +57,17 @@ def test_demo_runs_as_a_fresh_process_offline_and_exits_0(tmp_path):
     assert "top induction head: L1H0" in result.stdout
 
 
+def test_list_names_the_shipped_models_and_saes(capsys):
+    import interp
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("models (interp.load_model(NAME), --model NAME):\n")
+    for name in interp.list_models() + interp.list_saes():
+        assert f"\n  {name}\n" in out
+    assert "SAEs (interp.load_sae(NAME), --sae NAME):\n  shakespeare-char-resid-l1\n" in out
+
+
 def test_report_writes_the_page_and_a_summary(model_dir, tmp_path, capsys):
     out = tmp_path / "sub" / "report.html"
     code = main(
