@@ -128,8 +128,10 @@ def test_report_renders_every_part_without_errors_and_escapes_the_prompt(model, 
     html_tag, body = render_dom(path)
     assert_clean(html_tag)
     assert not re.search(r"<(img|script)\b", body), "the prompt became an element"
-    # The chosen layer's attention grid (drawn on demand) and all three plotly figures.
-    assert body.count("Head Selector") == 1 and 'data-drawn="0"' in body
+    # The chosen layer's heads (drawn on demand: thumbnails and one pattern) and all three
+    # plotly figures.
+    assert 'data-drawn="0"' in body and 'class="interp-heads"' in body
+    assert body.count('class="interp-pattern"') == 1
     assert body.count('class="plot-container plotly"') == 3
     assert body.count('class="main-svg"') >= 3
     # The prompt is shown as text: its tokens in the token boxes, the warning verbatim.

@@ -10,7 +10,7 @@ import torch
 
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.utils import get_act_name
-from interp.viz.report import report_html, summary_text, write_report
+from interp.viz.report import ASSETS, SCRIPTS, STATIC, report_html, summary_text, write_report
 from interp.viz.report_data import (
     analyse_prompt,
     prompt_head_scores,
@@ -121,29 +121,43 @@ def test_analysis_normalises_patching_and_checks_lengths(model):
         analyse_prompt(model, "")
 
 
-def test_report_page_holds_every_section_once_and_loads_its_libraries_beside_it(model, tmp_path):
+def test_report_page_holds_every_section_once_and_loads_its_scripts_beside_it(model, tmp_path):
     path, analysis = write_report(
         model, PROMPT, tmp_path / "r.html", CORRUPTED, warnings=["random <weights>"]
     )
     page = path.read_text()
     for section in ("summary", "attention", "logit-lens", "head-scores", "patching"):
         assert page.count(f"<section id='{section}'>") == 1
-    assert "var CircuitsVis=" not in page and "plotly.js v" not in page
-    for name in ("circuitsvis.js", "plotly.min.js"):
+    assert "plotly.js (cartesian" not in page and "InterpAttention = " not in page
+    for name in SCRIPTS:
         assert page.count(f"<script src='report_assets/{name}'>") == 1
-        assert (tmp_path / "report_assets" / name).stat().st_size > 100_000
-    assert page.count("CircuitsVis.render(") == 1  # the chosen layer, drawn on demand
+        assert (tmp_path / "report_assets" / name).read_bytes() == (STATIC / name).read_bytes()
+    assert page.count("InterpAttention.heads(") == 1  # the chosen layer, drawn on demand
     assert "random &lt;weights&gt;" in page
     text = summary_text(analysis)
-    assert "top induction head: L" in text and "patching: strongest effect" in text
+    assert "top induction head: " in text and "patching: strongest effect" in text
     assert "<section id='patching'>" not in report_html(analyse_prompt(model, PROMPT))
 
 
-def test_a_self_contained_report_inlines_each_library_once(model, tmp_path):
+def test_a_self_contained_report_inlines_each_script_once(model, tmp_path):
     path, _ = write_report(model, PROMPT, tmp_path / "r.html", self_contained=True)
     page = path.read_text()
-    assert page.count("var CircuitsVis=") == 1 and page.count("plotly.js v") == 1
+    assert page.count("plotly.js (cartesian") == 1 and page.count("InterpAttention = ") == 1
     assert "<script src" not in page and not (tmp_path / "report_assets").exists()
+
+
+def test_a_104_character_report_and_its_scripts_weigh_under_2_5_mb(tmp_path):
+    import interp
+
+    model = interp.load_model("shakespeare-char")
+    prompt = (
+        "ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet "
+        "is the sun. Arise!!"
+    )
+    assert len(prompt) == 104
+    path, _ = write_report(model, prompt, tmp_path / "report.html")
+    weight = path.stat().st_size + sum(f.stat().st_size for f in (tmp_path / ASSETS).iterdir())
+    assert weight < 2.5e6, weight
 
 
 def test_the_page_stores_each_pattern_in_thousandths(model):

@@ -1,8 +1,9 @@
 """The HTML report for one prompt: tokens, prediction, every layer's attention heads, the
 logit lens, head scores and (with a corrupted prompt) a patching heatmap.
 
-The page loads plotly.js and circuitsvis's bundle from ``report_assets/`` beside it (written
-once, shared by the reports in a folder; it opens offline), or inlines them once each with
+The page loads its two scripts (plotly.js's cartesian bundle, interp's canvas attention view,
+from ``interp/viz/static``) from ``report_assets/`` beside it (written once, shared by the
+reports in a folder; it opens offline), or inlines them once each with
 ``self_contained=True``. The attention view draws the layer picked in its menu, on demand,
 from every layer's patterns stored once in the page (as integers in thousandths).
 """
@@ -14,26 +15,25 @@ from pathlib import Path
 
 import torch
 
+from interp.analysis import HEAD_THRESHOLD
 from interp.analysis.labels import token_label
 from interp.model import HookedTransformer
-from interp.viz.circuitsvis_view import (
-    circuitsvis_bundle_path,
-    circuitsvis_script,
-    circuitsvis_tokens,
+from interp.viz.html import escape_text, html_page, inline_script, script_json
+from interp.viz.plots import figure_fragment, head_score_grid, logit_lens_plot, patching_heatmap
+from interp.viz.report_data import (
+    PromptAnalysis,
+    analyse_prompt,
+    patching_gap_warning,
+    top_predictions_by_stage,
 )
-from interp.viz.html import escape_text, html_page, script_json
-from interp.viz.plots import (
-    figure_fragment,
-    head_score_grid,
-    logit_lens_plot,
-    patching_heatmap,
-    plotly_script,
-)
-from interp.viz.report_data import PromptAnalysis, analyse_prompt, top_predictions_by_stage
 
-ASSETS = "report_assets"  # the folder beside a report holding the libraries it loads
+ASSETS = "report_assets"  # the folder beside a report holding the scripts it loads
+STATIC = Path(__file__).parent / "static"
+# plotly.js's cartesian bundle (heatmaps, bars, lines: every figure a report draws; 1.5 MB
+# against the full bundle's 4.8 MB) and interp's canvas attention view, as the page loads them.
+SCRIPTS = ("plotly-cartesian.min.js", "attention.js")
 # Draws the chosen layer's heads from the page's data: integer thousandths, each query row
-# cut to its causal part [0, q] when every pattern is causal (zeros after it restored here).
+# cut to its causal part [0, q] when every pattern is causal (the zeros after it restored).
 ATTENTION_SCRIPT = """
 (function () {
   const data = JSON.parse(document.getElementById('attention-data').textContent);
@@ -44,13 +44,10 @@ ATTENTION_SCRIPT = """
   }
   function draw() {
     const layer = Number(menu.value);
-    const view = document.createElement('div');
-    view.id = 'attention-view-' + layer + '-' + Date.now();
-    document.getElementById('attention-view').replaceChildren(view);
-    CircuitsVis.render(view.id, CircuitsVis.AttentionHeads, {
-      attention: data.patterns[layer].map(pattern),
+    InterpAttention.heads(document.getElementById('attention-view'), {
       tokens: data.tokens,
-      attentionHeadNames: data.patterns[layer].map((_, h) => 'L' + layer + 'H' + h),
+      patterns: data.patterns[layer].map(pattern),
+      names: data.patterns[layer].map((_, h) => 'L' + layer + 'H' + h),
     });
     document.getElementById('attention').dataset.drawn = String(layer);
   }
@@ -83,7 +80,12 @@ def _summary_section(analysis: PromptAnalysis) -> str:
     )
     heads = _table(
         ["head kind", "best head", "score"],
-        [(kind, head, f"{score:.3f}") for kind, (head, score) in analysis.top_heads().items()],
+        [
+            (kind, best[0], f"{best[1]:.3f}")
+            if best
+            else (kind, f"no head above {HEAD_THRESHOLD}", "")
+            for kind, best in analysis.top_heads().items()
+        ],
     )
     return (
         "<section id='summary'><h2>Prompt and prediction</h2>"
@@ -92,7 +94,9 @@ def _summary_section(analysis: PromptAnalysis) -> str:
         "newline).</p>"
         "<div style='display:flex; gap:40px; flex-wrap:wrap'>"
         f"<div><h3>Top next-token predictions</h3>{predictions}</div>"
-        f"<div><h3>Top heads on this prompt</h3>{heads}</div></div></section>"
+        f"<div><h3>Top heads on this prompt</h3>{heads}<p class='note'>A head is named at a "
+        f"score of {HEAD_THRESHOLD} or more; an induction head only after a previous-token "
+        "head in an earlier layer (so none in layer 0).</p></div></div></section>"
     )
 
 
@@ -109,14 +113,15 @@ def _pattern_rows(patterns: Sequence[torch.Tensor]) -> list:
 
 def _attention_section(analysis: PromptAnalysis) -> str:
     patterns = _pattern_rows(analysis.patterns)
-    data = {"tokens": circuitsvis_tokens(analysis.tokens), "patterns": patterns}
+    data = {"tokens": list(analysis.tokens), "patterns": patterns}
     options = "".join(
         f"<option value='{layer}'>{layer}</option>" for layer in range(len(analysis.patterns))
     )
     return (
-        "<section id='attention'><h2>Attention heads</h2><p class='note'>Pick a layer; hover "
-        "over a head to see its pattern (rows: query tokens, columns: key tokens); click to "
-        "lock it. Hover over a token to see where it attends.</p>"
+        "<section id='attention'><h2>Attention heads</h2><p class='note'>Pick a layer and "
+        "click a head to see its pattern (rows: query tokens, columns: key tokens; darker is "
+        "more attention); hover over a cell for its tokens and value (␣ a space, ↵ a newline)."
+        "</p>"
         f"<label>layer <select id='attention-layer'>{options}</select></label>"
         "<div id='attention-view'></div>"
         f"<script type='application/json' id='attention-data'>{script_json(data)}</script>"
@@ -163,32 +168,30 @@ def _patching_section(analysis: PromptAnalysis) -> str:
         title="Patching the clean residual stream (resid_pre) into the corrupted run",
         metric_name="normalised logit diff" if patching.normalised else "logit diff",
     )
+    gap = patching_gap_warning(patching.clean_logit_diff, patching.corrupted_logit_diff)
     return (
         "<section id='patching'><h2>Activation patching</h2>"
         f"<p>Corrupted prompt:</p>{_token_spans(patching.corrupted_tokens)}"
         f"<p>Metric: logit of {escape_text(repr(patching.answer))} minus logit of "
         f"{escape_text(repr(patching.wrong_answer))} at the last position, as a {metric}. "
         f"Clean run: {patching.clean_logit_diff:.3f}; corrupted run: "
-        f"{patching.corrupted_logit_diff:.3f}.</p>{figure_fragment(fig)}</section>"
+        f"{patching.corrupted_logit_diff:.3f}.</p>"
+        + (f"<p class='warning'>{escape_text(gap)}</p>" if gap else "")
+        + f"{figure_fragment(fig)}</section>"
     )
 
 
 def write_report_assets(folder: str | Path) -> Path:
-    """Write plotly.js and circuitsvis's bundle into ``folder`` (``plotly.min.js``,
-    ``circuitsvis.js``) unless they are there already; returns the folder.
+    """Write the scripts a report loads (``SCRIPTS``) into ``folder`` unless they are there
+    already; returns the folder.
 
     Example:
         >>> write_report_assets("reports/report_assets")
     """
-    from plotly.offline import get_plotlyjs
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sources = {
-        "plotly.min.js": get_plotlyjs().encode("utf-8"),
-        "circuitsvis.js": circuitsvis_bundle_path().read_bytes(),
-    }
-    for name, content in sources.items():
+    for name in SCRIPTS:
+        content = (STATIC / name).read_bytes()
         target = folder / name
         if not target.is_file() or target.read_bytes() != content:
             target.write_bytes(content)
@@ -201,9 +204,9 @@ def report_html(
     extra_sections: Sequence[str] = (),
     assets: str | None = ASSETS,
 ) -> str:
-    """The report page for an ``analyse_prompt`` result, as one HTML string that loads
-    plotly.js and circuitsvis from the relative folder ``assets`` (``write_report_assets``),
-    or with ``assets=None`` inlines them, once each.
+    """The report page for an ``analyse_prompt`` result, as one HTML string that loads its
+    scripts (plotly.js's cartesian bundle, the attention view) from the relative folder
+    ``assets`` (``write_report_assets``), or with ``assets=None`` inlines them, once each.
 
     Example:
         >>> page = report_html(analyse_prompt(model, "The cat sat on the mat. The cat"))
@@ -231,12 +234,10 @@ def report_html(
         + "".join(extra_sections)  # trusted markup, e.g. interp.sae.cli.report_sections
     )
     if assets is None:
-        head = circuitsvis_script() + "\n" + plotly_script()
+        head = "\n".join(inline_script((STATIC / name).read_text("utf-8")) for name in SCRIPTS)
     else:
-        head = "".join(
-            f"<script src='{escape_text(assets)}/{name}'></script>\n"
-            for name in ("circuitsvis.js", "plotly.min.js")
-        )
+        folder = escape_text(assets)
+        head = "".join(f"<script src='{folder}/{name}'></script>\n" for name in SCRIPTS)
     return html_page(title, body, head=head)
 
 
@@ -251,8 +252,8 @@ def write_report(
     extra_sections: Sequence[str] = (),
     self_contained: bool = False,
 ) -> tuple[Path, PromptAnalysis]:
-    """Analyse ``prompt`` and write the offline HTML report to ``path``, with the libraries
-    it loads in ``report_assets/`` beside it (or, ``self_contained``, inlined in the file).
+    """Analyse ``prompt`` and write the offline HTML report to ``path``, with the scripts it
+    loads in ``report_assets/`` beside it (or, ``self_contained``, inlined in the file).
 
     ``corrupted_prompt`` (same token length) adds the patching heatmap; ``answer`` and
     ``wrong_answer`` (single tokens) fix its logit difference, which otherwise compares the
@@ -286,15 +287,20 @@ def summary_text(analysis: PromptAnalysis) -> str:
         f"prompt: {len(analysis.tokens)} tokens; next-token prediction: {predictions}",
     ]
     lines += [
-        f"top {kind} head: {head} ({score:.2f})"
-        for kind, (head, score) in analysis.top_heads().items()
+        f"top {kind} head: "
+        + (f"{best[0]} ({best[1]:.2f})" if best else f"none (no head above {HEAD_THRESHOLD})")
+        for kind, best in analysis.top_heads().items()
     ]
     if analysis.patching is not None:
         results = analysis.patching.results
         layer, position = divmod(int(results.abs().argmax()), results.shape[1])
+        ill_conditioned = patching_gap_warning(
+            analysis.patching.clean_logit_diff, analysis.patching.corrupted_logit_diff
+        )
         lines.append(
             f"patching: strongest effect at L{layer}, position {position} "
             f"({analysis.tokens[position]!r}): {float(results[layer, position]):.2f}"
+            + (" (ill-conditioned metric: see the warning)" if ill_conditioned else "")
         )
     lines += [f"warning: {warning}" for warning in analysis.warnings]
     return "\n".join(lines)
