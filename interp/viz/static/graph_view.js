@@ -12,7 +12,7 @@
 
   var SVG = "http://www.w3.org/2000/svg";
   var POSITIVE = "#2563eb", NEGATIVE = "#dc2626";
-  var ROW_H = 64, SLOT = 15, PER_LINE = 10, LEFT = 64, TOP = 28, BOTTOM = 56;
+  var ROW_H = 64, SLOT = 15, PER_LINE = 10, LEFT = 10, TOP = 28, BOTTOM = 56, LABELS = 48;
 
   function el(tag, cls, text) {
     var node = document.createElement(tag);
@@ -162,7 +162,10 @@
       (cells[key] = cells[key] || []).push(n);
     });
     var widths = [];
-    for (var p = 0; p < nPos; p++) widths.push(58);
+    for (var p = 0; p < nPos; p++) {  // room for the token's label, up to 8 characters
+      var label = visible(model.tokens[p] !== undefined ? model.tokens[p] : "");
+      widths.push(Math.max(30, 7.5 * Math.min(label.length, 8) + 14));
+    }
     var lines = 1;
     for (var key in cells) {
       var list = cells[key], pos = list[0].ctx_idx, slot = list[0].kind === "logit" ? 30 : SLOT;
@@ -234,16 +237,18 @@
     root.insertBefore(header, root.firstChild);
 
     var body = el("div", "gv-body");
-    var canvas = el("div", "gv-canvas");
+    var area = el("div", "gv-area"), canvas = el("div", "gv-canvas");
     var geo = this.geo = layout(model);
+    // the rows' names stay in view while the positions scroll sideways
+    var names = svg("svg", { width: LABELS, height: geo.height, class: "gv-rownames" });
     var s = this.svg = svg("svg", { width: geo.width, height: geo.height, viewBox: "0 0 " + geo.width + " " + geo.height, class: "gv-svg" });
     var grid = svg("g", { class: "gv-grid" });
     for (var row = 0; row < geo.nRows; row++) {
       var y = geo.rowY(row);
-      grid.appendChild(svg("line", { x1: LEFT - 6, x2: geo.width - 8, y1: y, y2: y, class: "gv-rowline" }));
-      var label = svg("text", { x: 8, y: y + 4, class: "gv-rowlabel" });
+      grid.appendChild(svg("line", { x1: 0, x2: geo.width, y1: y, y2: y, class: "gv-rowline" }));
+      var label = svg("text", { x: 6, y: y + 4, class: "gv-rowlabel" });
       label.textContent = row === 0 ? "Emb" : row === geo.nRows - 1 ? "Logit" : "L" + (row - 1);
-      grid.appendChild(label);
+      names.appendChild(label);
     }
     for (var p = 0; p < geo.nPos; p++) {
       var cx = (geo.x[p] + geo.x[p + 1]) / 2;
@@ -290,7 +295,9 @@
     });
     s.appendChild(nodeLayer);
     canvas.appendChild(s);
-    body.appendChild(canvas);
+    area.appendChild(names);
+    area.appendChild(canvas);
+    body.appendChild(area);
     this.canvas = canvas;
 
     var side = el("div", "gv-side");
@@ -328,7 +335,7 @@
         d: "M" + sx + "," + sy + " C" + sx + "," + my + " " + tx + "," + my + " " + tx + "," + ty,
         class: "gv-edge", stroke: l.weight >= 0 ? POSITIVE : NEGATIVE,
         "stroke-width": (0.4 + 3.6 * Math.sqrt(strength)).toFixed(2),
-        "stroke-opacity": (0.15 + 0.6 * Math.sqrt(strength)).toFixed(2),
+        "stroke-opacity": (0.1 + 0.7 * strength).toFixed(2),
         "data-source": l.source.node_id, "data-target": l.target.node_id,
       });
       l.element = path;
