@@ -199,6 +199,46 @@ class TensorSource:
 
         return cls({name: entry[3] for name, entry in entries.items()}, read, check_values=True)
 
+    @classmethod
+    def from_torch_files(cls, paths: Iterable[str | Path]) -> TensorSource:
+        """A source over one or more ``torch.save`` files (``pytorch_model.bin`` and its
+        shards), streamed a shard at a time: each file is memory-mapped (its tensors' shapes
+        are known, no data read), a tensor taken is copied out of its map, and a shard's map
+        is dropped once all of its tensors are taken, so the pages read stay resident for one
+        shard at most. (A legacy-format file cannot be mapped: it is read whole.)"""
+        shards: dict[Path, dict[str, Tensor]] = {}
+        owners: dict[str, Path] = {}
+        for path in map(Path, paths):
+            state_dict = load_torch_file(path, mmap=True)
+            if not isinstance(state_dict, dict):
+                raise CheckpointError(
+                    f"{printable(path)} holds a {type(state_dict).__name__}, not a state dict "
+                    "of tensors."
+                )
+            for name, value in state_dict.items():
+                if not isinstance(value, Tensor):
+                    raise CheckpointError(
+                        f"Entry {name!r} of {printable(path)} is a {type(value).__name__}, not a "
+                        "tensor."
+                    )
+                if name in owners:
+                    raise CheckpointError(
+                        f"Tensor {name!r} appears in two shards ({printable(path)})."
+                    )
+                owners[name] = path
+            shards[path] = state_dict
+        shapes = {name: tuple(shards[path][name].shape) for name, path in owners.items()}
+
+        def read(name: str) -> Tensor:
+            path = owners.pop(name)
+            shard = shards[path]
+            tensor = shard.pop(name).clone()  # out of the map: the model never aliases the file
+            if not shard:
+                del shards[path]  # its map is closed with its last tensor
+            return tensor
+
+        return cls(shapes, read, check_values=True)
+
 
 def _read_safetensors_header(path: Path) -> dict[str, tuple[Path, int, torch.dtype, Shape, int]]:
     """Each tensor's (file, byte offset, dtype, shape, byte count), after checking the file."""

@@ -22,7 +22,6 @@ from interp.loading.checkpoint import (
     TensorSource,
     build_model,
     check_names_and_shapes,
-    load_torch_file,
     parse_torch_dtype,
     printable,
     read_config_json,
