@@ -286,10 +286,7 @@ def hf_folder_source(folder: Path) -> TensorSource:
             continue
         if single_name.endswith(".safetensors"):
             return TensorSource.from_safetensors(paths)
-        state_dict = {}
-        for path in paths:
-            state_dict.update(load_torch_file(path))
-        return TensorSource.from_state_dict(state_dict)
+        return TensorSource.from_torch_files(paths)
     present = sorted(p.name for p in folder.iterdir())
     raise FileNotFoundError(
         f"{printable(folder)} has no weights: expected model.safetensors, "
