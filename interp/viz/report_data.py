@@ -14,7 +14,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.analysis import LogitLens, head_scores, logit_lens
+from interp.analysis import HEAD_THRESHOLD, LogitLens, head_scores, logit_lens, strongest_heads
 from interp.cache import ActivationCache
 from interp.model import HookedTransformer
 from interp.patching import LogitDiff, get_act_patch_resid_pre
@@ -24,6 +24,7 @@ HEAD_SCORE_NAMES = {
     "duplicate_token_head": "duplicate token",
     "induction_head": "induction",
 }
+HEAD_KINDS = {name: kind for kind, name in HEAD_SCORE_NAMES.items()}
 
 
 # Below this gap between the clean and corrupted logit differences (in logits), normalising
@@ -79,15 +80,14 @@ class PromptAnalysis:
     patching: PatchingResult | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def top_heads(self) -> dict[str, tuple[str, float]]:
-        """The best head of each score kind: ``{kind: ("L1H3", score)}``."""
-        n_heads = next(iter(self.head_scores.values())).shape[1]
-        best = {}
-        for kind, scores in self.head_scores.items():
-            flat = torch.nan_to_num(scores.flatten(), nan=-1.0)
-            index = int(flat.argmax())
-            best[kind] = (f"L{index // n_heads}H{index % n_heads}", float(scores.flatten()[index]))
-        return best
+    def top_heads(self) -> dict[str, tuple[str, float] | None]:
+        """The best head of each score kind, ``{kind: ("L1H3", score)}``, or ``None`` where
+        no head reaches ``HEAD_THRESHOLD``; an induction head must have a previous-token
+        head above it in an earlier layer (``interp.analysis.strongest_heads``), so layer 0
+        has none."""
+        by_name = {HEAD_KINDS[kind]: scores for kind, scores in self.head_scores.items()}
+        best = strongest_heads(by_name, HEAD_THRESHOLD)
+        return {kind: best[HEAD_KINDS[kind]] for kind in self.head_scores}
 
 
 def prompt_head_scores(
