@@ -453,20 +453,19 @@ def test_request_bodies_are_bounded(client):
 
 
 def test_the_page_and_its_scripts_are_served_locally(client):
-    from interp.viz.circuitsvis_view import circuitsvis_bundle_path
+    from interp.viz.report import STATIC
 
     page = client.get("/")
     assert (
         page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
     )
-    sources = ["vendor/plotly.min.js", "vendor/circuitsvis.js", "static/app.js"]
+    sources = ["vendor/plotly-cartesian.min.js", "vendor/attention.js", "static/app.js"]
     for source in sources:
         assert f'src="{source}"' in page.text
     assert "http" not in page.text.replace('href="data:,"', "")  # no CDN, no absolute URL
-    bundle = client.get("/vendor/circuitsvis.js")
-    assert bundle.content == circuitsvis_bundle_path().read_bytes()
-    plotly_js = client.get("/vendor/plotly.min.js")
-    assert plotly_js.status_code == 200 and b"plotly.js" in plotly_js.content[:2000]
+    for name in ("plotly-cartesian.min.js", "attention.js"):
+        assert client.get(f"/vendor/{name}").content == (STATIC / name).read_bytes()
+    assert client.get("/vendor/../app.py").status_code == 404
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
     assert client.get("/static/style.css").status_code == 200
 
@@ -486,6 +485,12 @@ def test_the_openapi_schema_documents_every_route(client):
         ("GET", "/api/jobs/{job_id}"),
         ("DELETE", "/api/jobs/{job_id}"),
         ("GET", "/api/jobs/{job_id}/events"),
+        ("GET", "/api/features/{model}"),  # the feature browser's (interp.serve.features)
+        ("GET", "/api/features/{model}/{f}"),
+        ("POST", "/api/features/search"),
+        ("POST", "/api/features/token"),
+        ("POST", "/api/features/prompt"),
+        ("POST", "/api/steer"),
     }
     assert "PatchingRequest" in schema["components"]["schemas"]
     assert client.get("/docs").status_code == 404  # FastAPI's docs page loads a CDN: off

@@ -164,7 +164,7 @@ def test_injected_prompts_show_as_text(page, server, tmp_path):
     assert tokens == "<|endoftext|>" + prompt
     assert "<img src=x onerror=" in tokens
     assert "<b>bold</b> &amp;" in tokens
-    # plotly's axes show the same characters as text (circuitsvis draws them on a canvas).
+    # plotly's axes show the same characters as text (the attention view draws them on a canvas).
     for plot in ("#patching-resid", "#logit-lens"):  # labels are "token|position"
         text = page.text_content(plot)
         # a space is shown as ␣ (interp.analysis.labels.token_label)

@@ -57,7 +57,7 @@ def test_with_a_token_every_request_needs_it(model):
     with TestClient(app, base_url="http://example.org", client=REMOTE) as client:
         for response in (
             client.get("/"),
-            client.get("/vendor/plotly.min.js"),
+            client.get("/vendor/plotly-cartesian.min.js"),
             client.post("/api/prompt", json=BODY),
             client.post("/api/prompt", json=BODY, headers={"authorization": "Bearer wrong"}),
             client.get("/api/models", params={"token": "s3cret-tokenX"}),
@@ -73,7 +73,7 @@ def test_with_a_token_every_request_needs_it(model):
         assert "interp_token=s3cret-token" in page.headers["set-cookie"]
         assert "HttpOnly" in page.headers["set-cookie"]
         # The page's scripts and requests then carry the cookie.
-        assert client.get("/vendor/circuitsvis.js").status_code == 200
+        assert client.get("/vendor/attention.js").status_code == 200
         assert client.post("/api/prompt", json=BODY).status_code == 200
     with TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 5)) as local:
         assert local.get("/api/models").status_code == 401  # local requests too

@@ -3,8 +3,8 @@ OpenAPI schema at ``/openapi.json``; FastAPI's ``/docs`` page is off, as it load
 scripts from a CDN).
 
     GET  /                         the page (state in the URL's hash: model, prompt, layer, head)
-    GET  /vendor/circuitsvis.js    circuitsvis's bundle, from the installed package
-    GET  /vendor/plotly.min.js     plotly.js, from the installed plotly package
+    GET  /vendor/plotly-cartesian.min.js  plotly.js's cartesian bundle (interp/viz/static)
+    GET  /vendor/attention.js      the canvas attention view the reports use too
                                    (assets gzip-compressed, with ETag and Cache-Control)
     GET  /api/models               the models served and their shapes
     POST /api/prompt               tokens and top next-token predictions
@@ -68,7 +68,7 @@ from interp.serve.schemas import (
     SaeFeaturesResponse,
 )
 from interp.serve.worker import MAX_TOKENS, Workers
-from interp.viz.circuitsvis_view import circuitsvis_bundle_path
+from interp.viz.report import STATIC as VIZ_STATIC
 
 T = TypeVar("T")
 WORKER_THREADS = 4
@@ -78,6 +78,7 @@ STATIC_FILES = {
     "style.css": "text/css",
     "features.js": "text/javascript",
 }
+VENDOR_FILES = ("plotly-cartesian.min.js", "attention.js")  # from interp/viz/static
 # The page runs only its own scripts; data reaches it as JSON and is written as text.
 PAGE_HEADERS = {
     "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self' "
@@ -88,17 +89,6 @@ PAGE_HEADERS = {
     "cache-control": "no-store",
 }
 ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 404, 413, 422, 429)}
-
-
-def plotly_bundle_path() -> Path:
-    """plotly.js as the installed plotly package ships it (``package_data/plotly.min.js``)."""
-    path = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"plotly.js is missing at {path}; reinstall plotly (`pip install --force-reinstall "
-            "plotly`)."
-        )
-    return path
 
 
 def _validation_message(error: RequestValidationError) -> str:
@@ -177,14 +167,11 @@ def create_app(
         path = Path(str(STATIC / name))
         return Asset.of(path, STATIC_FILES[name], max_age=0).response(request)
 
-    @api.get("/vendor/circuitsvis.js", include_in_schema=False)
-    def circuitsvis_js(request: Request) -> Response:
-        asset = Asset.of(circuitsvis_bundle_path(), "text/javascript", LIBRARY_MAX_AGE)
-        return asset.response(request)
-
-    @api.get("/vendor/plotly.min.js", include_in_schema=False)
-    def plotly_js(request: Request) -> Response:
-        asset = Asset.of(plotly_bundle_path(), "text/javascript", LIBRARY_MAX_AGE)
+    @api.get("/vendor/{name}", include_in_schema=False)
+    def vendor(name: str, request: Request) -> Response:
+        if name not in VENDOR_FILES:  # a fixed list, as for /static
+            raise ApiError(404, f"no vendor file {name!r}.")
+        asset = Asset.of(VIZ_STATIC / name, "text/javascript", LIBRARY_MAX_AGE)
         return asset.response(request)
 
     add_feature_routes(api, workers, feature_indexes or {}, in_worker, PAGE_HEADERS)

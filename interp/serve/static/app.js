@@ -1,7 +1,7 @@
 // The dashboard page: asks the JSON API about a prompt and draws the answers.
 // Every string from a prompt or a model reaches the page as text: textContent for elements,
-// plotText() for plotly (which reads its labels as HTML-like markup) and cvTokens() for
-// circuitsvis (which writes tokens with innerHTML). The view's state lives in the URL's hash.
+// plotText() for plotly (which reads its labels as HTML-like markup); attention patterns draw
+// tokens as canvas text (InterpAttention). The view's state lives in the URL's hash.
 (function () {
   "use strict";
 
@@ -139,14 +139,6 @@
   // A token as a plotly label: whitespace made visible, then escaped.
   function plotToken(token) {
     return plotText(visible(token));
-  }
-
-  // circuitsvis writes tokens as HTML: escape what could start a tag or an entity
-  // (as interp.viz.circuitsvis_view.circuitsvis_tokens does).
-  function cvTokens(tokens) {
-    return tokens.map((token) =>
-      visible(token).replace(/&(?=[A-Za-z0-9#])/g, "&amp;").replace(/<(?=[A-Za-z/!?])/g, "&lt;"),
-    );
   }
 
   function symmetricBound(rows) {
@@ -292,15 +284,9 @@
       cell.classList.toggle("selected", cell.dataset.head === String(head));
     }
     $("pattern-title").textContent = `L${layerData.layer}H${head} attention pattern`;
-    // A fresh element for each render: React must not mount twice on one container.
-    const target = el("div");
-    target.id = `pattern-view-${layerData.layer}-${head}-${generation}`;
-    $("pattern").replaceChildren(target);
-    CircuitsVis.render(target.id, CircuitsVis.AttentionPattern, {
-      tokens: cvTokens(layerData.tokens),
-      attention: layerData.patterns[head],
-      showAxisLabels: true,
-    });
+    // interp's canvas view (interp/viz/static/attention.js): tokens drawn as canvas text.
+    const box = InterpAttention.pattern($("pattern"), layerData.tokens, layerData.patterns[head]);
+    box.dataset.headDrawn = String(head);
   }
 
   // ------------------------------------------------------------------ plots
@@ -392,25 +378,37 @@
     Plotly.react($("head-scores"), traces, layout, PLOT_CONFIG);
   }
 
+  // The prompt's tokens; a click lists that token's strongest features, each linking to its
+  // page in the feature browser (dataset contexts, steering).
   async function loadSae(gen) {
     const data = await api("sae_features", { model: state.model, prompt: state.prompt });
     if (gen !== generation) return;
+    const showToken = (pos) => {
+      for (const span of $("sae-features").children) {
+        span.classList.toggle("selected", span.dataset.position === String(pos));
+      }
+      const list = el("div");
+      list.append(el("strong", `Strongest features on ${JSON.stringify(visible(data.tokens[pos]))}: `));
+      for (const f of data.features[pos].filter((f) => f.activation > 0)) {
+        const link = document.createElement("a");
+        const hash = new URLSearchParams({ model: state.model, feature: String(f.feature), prompt: state.prompt });
+        link.href = "features#" + hash.toString();
+        link.textContent = `#${f.feature} ${f.activation.toFixed(2)}`;
+        link.className = "feature-link";
+        list.append(link);
+      }
+      $("sae-token-features").replaceChildren(list);
+    };
     $("sae-features").replaceChildren(
       ...data.tokens.map((token, pos) => {
-        const box = el("div", undefined, "feature-token");
-        box.appendChild(el("strong", visible(token)));
-        for (const f of data.features[pos]) {
-          const link = document.createElement("a");
-          link.href =
-            `/sae/${encodeURIComponent(state.model)}/feature/${encodeURIComponent(f.feature)}` +
-            `?prompt=${encodeURIComponent(state.prompt)}`;
-          link.textContent = `#${f.feature}: ${f.activation.toFixed(2)}`;
-          link.title = "this feature's page: its logit weights and activations on the prompt";
-          box.appendChild(link);
-        }
-        return box;
+        const span = el("span", visible(token), "token");
+        span.appendChild(el("sub", String(pos)));
+        span.dataset.position = String(pos);
+        span.addEventListener("click", () => showToken(pos));
+        return span;
       }),
     );
+    $("sae-token-features").replaceChildren(el("span", "click a token to see its strongest features", "muted"));
   }
 
   // ------------------------------------------------------------------ patching
