@@ -88,3 +88,23 @@ def test_the_report_warns_when_the_patching_metric_is_ill_conditioned(model):
     assert "(ill-conditioned metric: see the warning)" in text and f"warning: {warning}" in text
     patching_section = report_html(same).split("<section id='patching'>")[1]
     assert "<p class='warning'>The clean and corrupted logit differences" in patching_section
+
+
+def test_the_dashboard_names_the_same_heads(model):
+    from starlette.testclient import TestClient
+
+    from interp.serve import create_app
+
+    local = {"base_url": "http://127.0.0.1", "client": ("127.0.0.1", 50000)}
+    with TestClient(create_app({"attn-only-2l": model}), **local) as client:
+        body = {"model": "attn-only-2l"}
+        repeated = client.post("/api/head_scores", json=body | {"prompt": PROMPT}).json()
+        plain = client.post("/api/head_scores", json=body | {"prompt": "1 2 3 4 5 6"}).json()
+    assert repeated["threshold"] == HEAD_THRESHOLD
+    strongest = analyse_prompt(model, PROMPT).top_heads()
+    assert repeated["strongest"] == {
+        kind: {"head": best[0], "score": pytest.approx(best[1])} if best else None
+        for kind, best in strongest.items()
+    }
+    assert repeated["strongest"]["induction"]["head"] == "L1H0"
+    assert plain["strongest"]["induction"] is None

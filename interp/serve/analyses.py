@@ -17,7 +17,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.analysis import direct_logit_attribution, logit_lens
+from interp.analysis import (
+    HEAD_THRESHOLD,
+    direct_logit_attribution,
+    logit_lens,
+    strongest_heads,
+)
 from interp.patching import (
     LogitDiff,
     generic_activation_patch,
@@ -28,6 +33,7 @@ from interp.serve.errors import ApiError
 from interp.serve.worker import ModelWorker
 from interp.viz.html import escape_text, html_page
 from interp.viz.report_data import (
+    HEAD_KINDS,
     answer_ids,
     patching_gap_warning,
     prompt_head_scores,
@@ -134,18 +140,26 @@ def attribution(
 
 
 def scores(worker: ModelWorker, prompt: str) -> dict[str, Any]:
-    """Previous-token, duplicate-token and induction scores of every head on this prompt."""
+    """Previous-token, duplicate-token and induction scores of every head on this prompt,
+    and the strongest head of each kind that passes ``HEAD_THRESHOLD`` (an induction head
+    only after a previous-token head: ``interp.analysis.strongest_heads``)."""
     entry = worker.forward(prompt)
 
     def compute():
         kinds = prompt_head_scores(worker.model, entry.tokens, entry.cache)
-        return {kind: _rows(values) for kind, values in kinds.items()}
+        best = strongest_heads({HEAD_KINDS[kind]: v for kind, v in kinds.items()})
+        return {
+            "scores": {kind: _rows(values) for kind, values in kinds.items()},
+            "strongest": {
+                kind: {"head": found[0], "score": found[1]} if found else None
+                for kind, found in ((kind, best[HEAD_KINDS[kind]]) for kind in kinds)
+            },
+            "threshold": HEAD_THRESHOLD,
+        }
 
-    return {
-        "model": worker.name,
-        "tokens": entry.str_tokens,
-        "scores": worker.derived(entry, "head_scores", compute),
-    }
+    return {"model": worker.name, "tokens": entry.str_tokens} | worker.derived(
+        entry, "head_scores", compute
+    )
 
 
 def sae_features(worker: ModelWorker, prompt: str) -> dict[str, Any]:

@@ -117,6 +117,11 @@ class AttributionResponse(BaseModel):
     other: dict[str, float] = Field(description="embeddings and biases")
 
 
+class StrongHead(BaseModel):
+    head: str = Field(examples=["L1H0"])
+    score: float
+
+
 class HeadScoresResponse(BaseModel):
     model: str
     tokens: list[str]
@@ -124,6 +129,11 @@ class HeadScoresResponse(BaseModel):
         description="{kind: [layer][head]}, kinds: previous token, duplicate token, induction; "
         "null where a score is undefined for the prompt"
     )
+    strongest: dict[str, StrongHead | None] = Field(
+        description="{kind: the best head scoring `threshold` or more}, null where none does; "
+        "an induction head only in a layer after a previous-token head"
+    )
+    threshold: float
 
 
 class SaeFeature(BaseModel):
