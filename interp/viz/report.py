@@ -148,7 +148,10 @@ def _head_score_section(analysis: PromptAnalysis) -> str:
         "<section id='head-scores'><h2>Head scores</h2><p class='note'>The fraction of each "
         "head's attention that goes to the previous token, to earlier copies of the current "
         "token (duplicate), or to the token after an earlier copy (induction). Duplicate and "
-        "induction scores need repeated tokens in the prompt; without any they are 0."
+        "induction scores need repeated tokens in the prompt; without any they are 0. The "
+        "map shows every head's score; the summary names a head only at "
+        f"{HEAD_THRESHOLD} or more, and an induction head only in a layer after a "
+        "previous-token head (a layer-0 head has no earlier layer to read it from)."
         f"</p>{figure_fragment(fig)}</section>"
     )
 
