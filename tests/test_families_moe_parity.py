@@ -119,6 +119,18 @@ def test_logits_patterns_and_routing_equal_hugging_face(loaded):
             )
 
 
+def test_an_in_memory_model_loads_as_its_checkpoint(loaded):
+    """``from_hf_model`` reads transformers 5's fused in-memory experts as the checkpoint's."""
+    from interp.loading.hf import from_hf_model
+
+    hf_class, folder, model = loaded
+    hf_model = hf_class.from_pretrained(folder).eval()
+    assert any(name.endswith("experts.down_proj") for name, _ in hf_model.named_parameters())
+    in_memory = from_hf_model(hf_model, tokenizer=None)
+    for name, param in model.state_dict().items():
+        assert torch.equal(in_memory.state_dict()[name], param), name
+
+
 def test_hard_parts_bite(loaded):
     """The shared expert and its gate, the window, unnormalised top-k weights and QK norms
     over all heads are there and change the output."""

@@ -239,6 +239,15 @@ def convert_hf_state_dict(
     return converted
 
 
+def checkpoint_state_dict(hf_model: Any) -> dict[str, Tensor]:
+    """The model's tensors under the names and layout ``save_pretrained`` writes, which the
+    family tables describe: transformers 5 fuses some in memory (a mixture of experts'
+    per-expert projections into one [experts, ...] tensor) and splits them again on saving."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    return revert_weight_conversion(hf_model, hf_model.state_dict())
+
+
 def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
     """A HookedTransformer with the weights of an in-memory Hugging Face model of a supported
     architecture (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...), in its dtype and on its device.
@@ -255,7 +264,7 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
             "dtype=torch.bfloat16)), or pass its checkpoint folder instead."
         )
     hf_config = hf_model.config.to_dict()
-    state_dict = TensorSource.from_state_dict(hf_model.state_dict())
+    state_dict = TensorSource.from_state_dict(checkpoint_state_dict(hf_model))
     if is_gpt2(hf_config):
         cfg = config_from_hf(hf_config, dtype=parameter.dtype)
         source = check_hf_source(state_dict, cfg, "The model")
