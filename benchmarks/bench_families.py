@@ -9,6 +9,10 @@ prints ratios of best-of-N times (the machine may be shared and noisy), never ab
 - ``run_with_cache`` of every hook against interp's own forward (target <= 1.1), and the
   same with its opt-in CPU storage pool on (``interp.cache_memory``), with the minor page faults
   of one call of each;
+- a Mixtral-shaped model (4 layers, d_model 512, 8 experts of 1792, top 2; 4 x 256 tokens):
+  its forward against Hugging Face's ``MixtralForCausalLM`` on the same weights (target
+  <= 1.05) and ``run_with_cache`` of every hook, each expert's included, against that
+  forward (target <= 1.15);
 - the ``resid_pre`` activation-patching sweep (every layer x position) against
   TransformerLens 4.x's ``TransformerBridge`` booted offline from the same weights saved to a
   temporary folder (TransformerLens runs one forward per patch, so this sweep uses a smaller
@@ -78,7 +82,23 @@ class LlamaShape:
         )
 
 
+@dataclass(frozen=True)
+class MixtralShape(LlamaShape):
+    """A Mixtral-shaped model: a Llama-shaped one whose MLPs are ``n_experts`` experts of
+    ``d_mlp``, ``top_k`` a token."""
+
+    n_experts: int = 8
+    top_k: int = 2
+
+    def describe(self) -> str:
+        return f"{super().describe()}; {self.n_experts} experts, top {self.top_k}"
+
+
 FORWARD = LlamaShape(16, 2048, 32, 8, 8192, 32000, 4, 256)
+# Mixtral 8x7B's proportions (heads of 128, 4 query heads a key/value head, d_mlp 3.5 d_model,
+# 8 experts, top 2) at an eighth of its width and 4 layers.
+MOE_FORWARD = MixtralShape(4, 512, 4, 1, 1792, 32000, 4, 256)
+SMOKE_MOE = MixtralShape(2, 64, 4, 2, 128, 256, 2, 16, n_experts=4)
 PATCHING = LlamaShape(4, 1024, 16, 4, 4096, 32000, 1, 16)
 SMOKE_FORWARD = LlamaShape(2, 64, 4, 2, 128, 256, 2, 16)
 SMOKE_PATCHING = LlamaShape(2, 64, 4, 2, 128, 256, 1, 6)
@@ -99,6 +119,24 @@ def build_llama(shape: LlamaShape, device: str, dtype: torch.dtype) -> Any:
         attn_implementation="sdpa",
     )
     return transformers.LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def build_mixtral(shape: MixtralShape, device: str, dtype: torch.dtype) -> Any:
+    """Random-weight ``MixtralForCausalLM`` (sdpa attention) in eval mode."""
+    torch.manual_seed(0)
+    config = transformers.MixtralConfig(
+        vocab_size=shape.d_vocab,
+        hidden_size=shape.d_model,
+        intermediate_size=shape.d_mlp,
+        num_hidden_layers=shape.n_layers,
+        num_attention_heads=shape.n_heads,
+        num_key_value_heads=shape.n_kv_heads,
+        num_local_experts=shape.n_experts,
+        num_experts_per_tok=shape.top_k,
+        max_position_embeddings=max(2 * shape.pos, 128),
+        attn_implementation="sdpa",
+    )
+    return transformers.MixtralForCausalLM(config).to(device=device, dtype=dtype).eval()
 
 
 def word_tokenizer(d_vocab: int) -> transformers.PreTrainedTokenizerFast:
@@ -175,6 +213,49 @@ def forward_rows(
             "run_with_cache, every hook, storage pool on (opt-in): interp / interp forward",
             against_forward["interp cache all"] / against_forward["interp forward"],
             "",
+        ),
+    ]
+
+
+def moe_rows(
+    shape: MixtralShape, device: str, dtype: torch.dtype, repeats: int, say
+) -> list[tuple[str, float, str]]:
+    """A Mixtral-shaped model: forward against Hugging Face's on the same weights, then a
+    full cache (every hook, the experts' included) against the forward."""
+    hf = build_mixtral(shape, device, dtype)
+    ours = from_hf_model(hf, tokenizer=None).eval()
+    tokens = random_tokens(shape, device, seed=4)
+    with torch.no_grad():
+        tolerance = 1e-3 if dtype == torch.float32 else 2e-1
+        gap = (ours(tokens) - hf(tokens, use_cache=False).logits).abs().max().item()
+        say(
+            f"  check: Mixtral-shaped ({shape.describe()}): max |interp logits - HF logits| "
+            f"{'<=' if gap <= tolerance else '>'} {tolerance:g}"
+        )
+        hf_forward = partial(hf, tokens, use_cache=False)
+        against_hf = best_times(
+            {"hf forward": hf_forward, "interp forward": lambda: ours(tokens)}, repeats, device
+        )
+        del hf_forward, hf
+        gc.collect()
+        against_forward = best_times(
+            {
+                "interp forward": lambda: ours(tokens),
+                "interp cache all": lambda: ours.run_with_cache(tokens),
+            },
+            repeats,
+            device,
+        )
+    return [
+        (
+            "Mixtral-shaped forward: interp / HF (sdpa)",
+            against_hf["interp forward"] / against_hf["hf forward"],
+            "<= 1.05",
+        ),
+        (
+            "Mixtral-shaped run_with_cache, every hook: interp / interp forward",
+            against_forward["interp cache all"] / against_forward["interp forward"],
+            "<= 1.15",
         ),
     ]
 
@@ -264,6 +345,8 @@ def run(args: argparse.Namespace) -> list[str]:
         f"torch {torch.__version__}, transformers {transformers.__version__}, {allocator}"
     )
     rows = forward_rows(forward_shape, device, dtype, repeats, say)
+    if not args.skip_moe:
+        rows += moe_rows(SMOKE_MOE if args.smoke else MOE_FORWARD, device, dtype, repeats, say)
     if not args.skip_patching:
         rows += patching_rows(patching_shape, device, dtype, repeats, say)
     print_ratio_table(rows, "ratio (of best-of-N times; lower is faster)", args.smoke, say)
@@ -275,6 +358,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--layers", type=int, default=None, help="forward model's layers")
     parser.add_argument("--d-mlp", type=int, default=None, help="forward model's d_mlp")
     parser.add_argument("--skip-patching", action="store_true", help="no TransformerLens sweep")
+    parser.add_argument("--skip-moe", action="store_true", help="no Mixtral-shaped model")
     return run(parse_ratio_args(parser, argv))
 
 
