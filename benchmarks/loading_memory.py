@@ -1,15 +1,22 @@
-"""Peak memory of loading a GPT-2-small-shaped checkpoint, as a multiple of the model's size.
+"""Peak memory of loading a checkpoint, as a multiple of the model's and the checkpoint's size:
+a GPT-2-small-shaped one and a multi-shard gpt-oss-shaped mixture of experts.
 
-Writes a random-weight Hugging Face GPT-2 folder (config.json + model.safetensors), then in
-fresh processes measures the rise of peak resident memory (VmHWM) over the resident memory
-just before loading, for interp's ``from_pretrained`` and for two peers: the naive load
-(build the model, ``safetensors.torch.load_file``, ``load_state_dict``), which is what
-TransformerLens issue #252 measures at 2x, and ``transformers``' own ``from_pretrained``
-(whose parameters stay memory-mapped on the file, resident only once touched, so its figure
-counts what a load allocates, not what the model will occupy).
+Writes random-weight Hugging Face folders (config.json + safetensors), then in fresh
+processes measures the rise of peak resident memory (VmHWM) over the resident memory just
+before loading, for interp's ``from_pretrained`` and for two peers: the naive load (read
+the whole checkpoint with ``safetensors.torch.load_file``, then build the model from it),
+which is what TransformerLens issue #252 measures at 2x, and ``transformers``' own
+``from_pretrained`` (whose parameters stay memory-mapped on the file, resident only once
+touched, so its figure counts what a load allocates, not what the model will occupy).
 
-    python benchmarks/loading_memory.py            # GPT-2 small (124M parameters, ~0.5 GB)
-    python benchmarks/loading_memory.py --smoke    # a tiny model, seconds
+The gpt-oss folder is saved with ``save_pretrained(max_shard_size=...)`` in several shards
+(about 330 MB in float32, its largest tensor a layer's fused experts, 33 MB); interp reads
+it one tensor at a time, converts it and lets it go, so the peak stays near one copy of the
+weights; loaded with ``dtype=bfloat16`` each tensor is cast as it is read, so the peak is
+near the bf16 model's size, half the checkpoint's.
+
+    python benchmarks/loading_memory.py            # GPT-2 small (~0.5 GB) and gpt-oss (~330 MB)
+    python benchmarks/loading_memory.py --smoke    # tiny models, seconds
 """
 
 from __future__ import annotations
@@ -34,20 +41,34 @@ def rss(field):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
 folder, warm_up_folder, how = sys.argv[1], sys.argv[2], sys.argv[3]
-import interp, safetensors.torch
+dtype = getattr(torch, sys.argv[4]) if len(sys.argv) > 4 else None
+import glob, interp, safetensors.torch
+from interp.loading.checkpoint import TensorSource, build_model
+from interp.loading.families import family_for, is_gpt2, iter_tensors
 from interp.loading.hf import config_from_hf, convert_hf_state_dict
 if how == "transformers":
     import transformers
 def load(folder):
     if how == "interp":
-        return interp.HookedTransformer.from_pretrained_no_processing(folder)
-    if how == "naive":
-        cfg = config_from_hf(json.load(open(folder + "/config.json")))
+        return interp.HookedTransformer.from_pretrained_no_processing(
+            folder, tokenizer=None, dtype=dtype)
+    if how == "transformers":
+        return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    # naive: the whole checkpoint in memory, then the model built from it
+    config = json.load(open(folder + "/config.json"))
+    state_dict = {}
+    for path in sorted(glob.glob(folder + "/*.safetensors")):
+        state_dict.update(safetensors.torch.load_file(path))
+    if is_gpt2(config):
+        cfg = config_from_hf(config)
         model = interp.HookedTransformer(cfg, tokenizer="gpt2")
-        model.load_state_dict(convert_hf_state_dict(
-            safetensors.torch.load_file(folder + "/model.safetensors"), cfg))
+        model.load_state_dict(convert_hf_state_dict(state_dict, cfg))
         return model
-    return transformers.GPT2LMHeadModel.from_pretrained(folder)
+    family = family_for(config)
+    cfg = family.hooked_config(config, **({"dtype": dtype} if dtype else {}))
+    source = TensorSource.from_state_dict(state_dict)  # its own dict: state_dict stays alive
+    source, rows = family.checked_source(source, cfg, config, "naive")
+    return build_model(cfg, iter_tensors(source, rows))
 load(warm_up_folder)  # one-time costs (lazy imports, torch initialisation) are not counted
 before = rss("VmRSS")
 model = load(folder)
@@ -77,18 +98,67 @@ def write_checkpoint(folder: Path, cfg) -> None:
     (folder / "config.json").write_text(json.dumps(config))
 
 
-def measure(folder: Path, warm_up_folder: Path, how: str) -> dict[str, float]:
-    """Peak resident-memory rise of loading ``folder`` one way, in a fresh process that has
-    loaded the small ``warm_up_folder`` the same way first."""
+def write_moe_checkpoint(folder: Path, smoke: bool = False, max_shard_size: str = "50MB") -> None:
+    """A random gpt-oss-shaped checkpoint (``GptOssForCausalLM``, float32), saved by
+    ``save_pretrained`` in shards of at most ``max_shard_size``: 6 layers of 16 experts of
+    512 x 512 (about 330 MB), or 2 layers of 4 experts of 64 x 64 with ``smoke``."""
+    import transformers
+
+    width, layers, experts = (64, 2, 4) if smoke else (512, 6, 16)
+    config = transformers.GptOssConfig(
+        num_hidden_layers=layers,
+        num_local_experts=experts,
+        num_experts_per_tok=2,
+        vocab_size=8000,
+        hidden_size=width,
+        intermediate_size=width,
+        head_dim=64,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        sliding_window=16,
+        max_position_embeddings=4096,
+    )
+    torch.manual_seed(0)
+    transformers.GptOssForCausalLM(config).save_pretrained(folder, max_shard_size=max_shard_size)
+
+
+def checkpoint_bytes(folder: Path) -> int:
+    """The size of a folder's weight files (``*.safetensors``, or ``torch.save``'s ``*.bin``)."""
+    files = [*folder.glob("*.safetensors"), *folder.glob("*.bin")]
+    return sum(path.stat().st_size for path in files)
+
+
+def measure(
+    folder: Path, warm_up_folder: Path, how: str, dtype: str | None = None
+) -> dict[str, float]:
+    """Peak resident-memory rise of loading ``folder`` one way (in ``dtype``, else the way's
+    default), in a fresh process that has loaded the small ``warm_up_folder`` the same way
+    first; with its ratio to the loaded model's and to the checkpoint's size."""
     result = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(folder), str(warm_up_folder), how],
+        [sys.executable, "-c", MEASURE, str(folder), str(warm_up_folder), how]
+        + ([dtype] if dtype else []),
         capture_output=True,
         text=True,
         check=True,
     )
     figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures["checkpoint_bytes"] = checkpoint_bytes(folder)
     figures["ratio"] = figures["peak_rise"] / figures["model_bytes"]
+    figures["checkpoint_ratio"] = figures["peak_rise"] / figures["checkpoint_bytes"]
     return figures
+
+
+def report(title: str, results: dict[str, dict[str, float]]) -> None:
+    print(title)
+    interp_ratio = results["interp"]["ratio"]
+    for how, figures in results.items():
+        print(
+            f"{how:>13}: peak rise {figures['peak_rise'] / 2**20:7.1f} MiB = "
+            f"{figures['ratio']:.2f}x the model ({figures['model_bytes'] / 2**20:.1f} MiB), "
+            f"{figures['checkpoint_ratio']:.2f}x the checkpoint "
+            f"({figures['checkpoint_bytes'] / 2**20:.1f} MiB); "
+            f"{figures['ratio'] / interp_ratio:.2f}x interp's"
+        )
 
 
 def main() -> None:
@@ -97,20 +167,23 @@ def main() -> None:
     args = parser.parse_args()
     tiny = preset_config("gpt2", n_layers=1, d_model=64, n_heads=4, d_vocab=1000, n_ctx=64)
     cfg = preset_config("gpt2", d_vocab=5000, n_layers=2) if args.smoke else preset_config("gpt2")
+    ways = ["interp", "naive", "transformers"]
     with tempfile.TemporaryDirectory() as tmp:
         folder, warm_up_folder = Path(tmp) / "model", Path(tmp) / "warm-up"
         for path, shape in ((folder, cfg), (warm_up_folder, tiny)):
             path.mkdir()
             write_checkpoint(path, shape)
-        ways = ["interp", "naive", "transformers"]
         results = {how: measure(folder, warm_up_folder, how) for how in ways}
-    interp_ratio = results["interp"]["ratio"]
-    for how, figures in results.items():
-        print(
-            f"{how:>13}: peak rise {figures['peak_rise'] / 2**20:7.1f} MiB = "
-            f"{figures['ratio']:.2f}x the model ({figures['model_bytes'] / 2**20:.1f} MiB); "
-            f"{figures['ratio'] / interp_ratio:.2f}x interp's"
-        )
+        report("GPT-2 (one safetensors file):", results)
+
+        moe, moe_warm_up = Path(tmp) / "gpt-oss", Path(tmp) / "gpt-oss-warm-up"
+        write_moe_checkpoint(moe, smoke=args.smoke, max_shard_size="4MB" if args.smoke else "50MB")
+        write_moe_checkpoint(moe_warm_up, smoke=True)
+        n_shards = len(list(moe.glob("*.safetensors")))
+        results = {how: measure(moe, moe_warm_up, how) for how in ways}
+        report(f"gpt-oss-shaped mixture of experts ({n_shards} shards), float32:", results)
+        results = {how: measure(moe, moe_warm_up, how, "bfloat16") for how in ways}
+        report("the same checkpoint loaded with dtype=bfloat16:", results)
 
 
 if __name__ == "__main__":
