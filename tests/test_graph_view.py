@@ -150,14 +150,18 @@ def tiny_folders(tmp_path_factory):
     return folder
 
 
+CONTEXT_TEXT = "The cat sat on the mat. A dog ran in the park, and the cat sat still. " * 12
+
+
 def test_interp_graph_writes_the_viewer(tiny_folders, tmp_path, capsys):
     from interp.cli import main
 
-    out, json_dir = tmp_path / "graph.html", tmp_path / "json"
+    out, json_dir, text = tmp_path / "graph.html", tmp_path / "json", tmp_path / "text.txt"
+    text.write_text(CONTEXT_TEXT, encoding="utf-8")
     argv = ["graph", "--model", str(tiny_folders / "model"), "--transcoders",
             str(tiny_folders / "tc"), "--prompt", "The cat sat on the mat",
             "--out", str(out), "--max-feature-nodes", "20", "--batch-size", "64",
-            "--slug", "cat", "--json-dir", str(json_dir)]  # fmt: skip
+            "--slug", "cat", "--json-dir", str(json_dir), "--contexts-data", str(text)]  # fmt: skip
     assert main(argv) == 0
     assert "graph written to" in capsys.readouterr().out
     data = embedded_data(out.read_text(encoding="utf-8"))
@@ -180,6 +184,14 @@ def test_interp_graph_writes_the_viewer(tiny_folders, tmp_path, capsys):
     for key in shown:  # every feature shown: its activations and decoder logits
         assert extras[key]["activations"] and len(extras[key]["promoted"]) == 8
         assert all(value > 0 for _, value in extras[key]["activations"])
+    with_contexts = [extras[key]["contexts"] for key in shown if "contexts" in extras[key]]
+    assert with_contexts, "features active on the text have top contexts"
+    for contexts in with_contexts:
+        values = [c["value"] for c in contexts]
+        assert values == sorted(values, reverse=True) and len(values) <= 5
+        for c in contexts:
+            assert c["acts"][c["index"]] == c["value"] == max(c["acts"])
+            assert "".join(c["tokens"]).removeprefix("<|endoftext|>") in CONTEXT_TEXT
 
 
 def test_interp_graph_bad_input_is_a_usage_error(tiny_folders, tmp_path, capsys):
@@ -197,6 +209,10 @@ def test_interp_graph_bad_input_is_a_usage_error(tiny_folders, tmp_path, capsys)
         main([*base, "--transcoders", str(tiny_folders / "tc"), "--out", "g.html",
               "--edge-threshold", "1.5"])  # fmt: skip
     assert exit_info.value.code == 2 and "between 0 and 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main([*base, "--transcoders", str(tiny_folders / "tc"), "--out", "g.html",
+              "--contexts-data", str(tmp_path / "missing.txt")])  # fmt: skip
+    assert exit_info.value.code == 2 and "cannot read --contexts-data" in capsys.readouterr().err
 
 
 def test_graph_view_of_a_graph_object(tiny_folders):

@@ -16,7 +16,13 @@ import pytest
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.viz.graph_view import GraphView
 from tests.conftest import CHROMIUM, NEEDS_CHROMIUM
-from tests.test_graph_view import XSS_IMG, XSS_SCRIPT, hand_graph, tiny_folders  # noqa: F401
+from tests.test_graph_view import (  # noqa: F401 (tiny_folders: a fixture)
+    CONTEXT_TEXT,
+    XSS_IMG,
+    XSS_SCRIPT,
+    hand_graph,
+    tiny_folders,
+)
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 pytestmark = NEEDS_CHROMIUM
@@ -126,10 +132,12 @@ def test_hostile_token_text_stays_text(file_page, tmp_path):
 def test_a_traced_graph_with_extras(file_page, tiny_folders, tmp_path):  # noqa: F811
     from interp.cli import main
 
-    out = tmp_path / "traced.html"
+    out, text = tmp_path / "traced.html", tmp_path / "text.txt"
+    text.write_text(CONTEXT_TEXT, encoding="utf-8")
     argv = ["graph", "--model", str(tiny_folders / "model"), "--transcoders",
             str(tiny_folders / "tc"), "--prompt", "The cat sat on the mat.\nIt sat",
-            "--out", str(out), "--max-feature-nodes", "30", "--batch-size", "64"]  # fmt: skip
+            "--out", str(out), "--max-feature-nodes", "30", "--batch-size", "64",
+            "--contexts-data", str(text)]  # fmt: skip
     assert main(argv) == 0
     page = file_page
     page.goto(out.as_uri())
@@ -137,10 +145,20 @@ def test_a_traced_graph_with_extras(file_page, tiny_folders, tmp_path):  # noqa:
     data = json.loads(page.text_content("script.gv-data"))
     assert shown(page, ".gv-node") == len(data["graph"]["nodes"])
     assert page.locator(".gv-edge").count() == len(data["graph"]["links"])
-    feature = page.locator(".gv-feature").last
+    features = data["extras"]["features"]
+    ids = [n["node_id"] for n in data["graph"]["nodes"]]
+    node_id = next(  # a feature with top contexts and an id of its own
+        i
+        for i in ids
+        if ids.count(i) == 1 and features.get("_".join(i.split("_")[:2]), {}).get("contexts")
+    )
+    feature = page.locator(f".gv-node[data-node-id='{node_id}']")
+    feature.hover()
+    assert "top context" in page.text_content(".gv-tip")
     feature.click()
     details = page.text_content(".gv-details")
     assert "Activation on the prompt" in details and "Decoder logit weights" in details
+    assert "Top contexts" in details and page.locator(".gv-details .gv-top").count() >= 1
     screenshot(page, tmp_path, "graph-view-traced")
 
 
@@ -168,3 +186,26 @@ def test_served_graph_and_file_picker(browser, tmp_path):
         screenshot(page, tmp_path, "graph-view-served-picker")
         page.context.close()
         assert not page.problems, page.problems
+
+
+def test_a_shared_node_id_is_resolved_by_rows_and_flagged(file_page, tmp_path):
+    """circuit-tracer 0.5.0 names the error node of layer 1 at position 4 "0_1_4", the id of
+    feature 1 of layer 0 there: an edge into layer 1 can only come from the feature."""
+    from tests.test_graph_view import node
+
+    data = hand_graph()
+    data["nodes"] += [
+        node("0_1_4", "cross layer transcoder", "0", 4, influence=0.1, activation=1.0),
+        node("0_1_4", "mlp reconstruction error", "1", 4, influence=0.1),
+    ]
+    data["links"] += [
+        {"source": "0_1_4", "target": "1_7_4", "weight": 0.3},  # the feature: row 1 < row 2
+        {"source": "0_1_4", "target": "3_7_4", "weight": 0.2},  # either: drawn at the feature
+    ]
+    page = file_page
+    page.goto(GraphView(data).save(tmp_path / "shared.html").as_uri())
+    page.wait_for_selector(".gv-node")
+    warning = page.text_content(".gv-warning")
+    assert warning.startswith("1 node id(s) belong to two nodes") and "1 edge end(s)" in warning
+    page.click(".gv-node.gv-feature[data-node-id='0_1_4']")
+    assert "L1 #7 @4" in page.text_content(".gv-details")

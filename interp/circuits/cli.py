@@ -3,16 +3,17 @@
     interp graph --model NAME_OR_PATH --transcoders NAME_OR_FOLDER --prompt TEXT --out FILE
         [--node-threshold 0.8] [--edge-threshold 0.98] [--max-feature-nodes N]
         [--max-n-logits 10] [--desired-logit-prob 0.95] [--batch-size 256]
-        [--slug NAME] [--json-dir DIR]
+        [--slug NAME] [--json-dir DIR] [--contexts-data FILE] [--contexts-tokens N]
 
 Exit codes as ``interp``'s: 0 ok, 1 runtime error, 2 usage error (an unknown model,
 transcoders that cannot be loaded or do not fit the model, a prompt longer than the context,
-a threshold outside [0, 1]).
+a threshold outside [0, 1], a contexts file that cannot be read or is too short).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,38 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--json-dir", type=Path, help="also keep create_graph_files's JSON files in this folder"
     )
+    parser.add_argument(
+        "--contexts-data",
+        help="a text file (.txt or .txt.gz): a click on a feature shows its top contexts in it",
+    )
+    parser.add_argument(
+        "--contexts-tokens",
+        type=_positive,
+        default=16384,
+        help="read at most this many tokens of --contexts-data (default %(default)s)",
+    )
     parser.set_defaults(run=run, parser=parser)
+
+
+def context_windows(model: Any, path: str, max_tokens: int) -> Any:
+    """``path``'s text as token windows [n, seq] holding at most ``max_tokens`` tokens."""
+    from interp.circuits.view import CONTEXT_WINDOW
+    from interp.sae.features.activations import text_windows
+
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+        text = (gzip.decompress(data) if file.suffix == ".gz" else data).decode("utf-8")
+    except (OSError, UnicodeDecodeError, EOFError) as error:
+        raise UsageError(f"cannot read --contexts-data {path!r} as UTF-8 text: {error}") from error
+    seq_len = min(model.cfg.n_ctx, CONTEXT_WINDOW)
+    # a window's worth of characters is at least a window of tokens
+    text = text[: max(max_tokens, seq_len) * 64]
+    try:
+        windows = text_windows(model, text, seq_len)
+    except ValueError as error:
+        raise UsageError(f"--contexts-data {path!r}: {error}") from error
+    return windows[: max(1, max_tokens // seq_len)]
 
 
 def run(args: argparse.Namespace) -> None:
@@ -110,6 +142,9 @@ def run(args: argparse.Namespace) -> None:
     except (ValueError, KeyError, OSError) as error:
         raise UsageError(f"--transcoders {args.transcoders!r}: {error}") from error
     prompt_tokens(model, args.prompt, "prompt (--prompt)")  # not longer than the context
+    contexts = None
+    if args.contexts_data is not None:  # read before the graph: a bad file fails at once
+        contexts = context_windows(model, args.contexts_data, args.contexts_tokens)
     graph = attribute(
         args.prompt,
         replacement,
@@ -124,7 +159,7 @@ def run(args: argparse.Namespace) -> None:
         "node_threshold": args.node_threshold,
         "edge_threshold": args.edge_threshold,
     }
-    view = graph_view(graph, replacement, slug=args.slug, **options)
+    view = graph_view(graph, replacement, slug=args.slug, contexts=contexts, **options)
     path = view.save(args.out)
     if args.json_dir is not None:  # {slug}.json and graph-metadata.json, for Neuronpedia
         create_graph_files(graph, args.slug, args.json_dir, tokenizer=model.tokenizer, **options)

@@ -1,7 +1,7 @@
 """An attribution graph in the offline viewer (``interp.viz.graph_view``): the JSON that
 ``create_graph_files`` writes, plus what only the graph and the model know about each
-feature the JSON shows (its activation at every position of the prompt, the tokens its
-decoder promotes and suppresses).
+feature the JSON shows: its activation at every position of the prompt, the tokens its
+decoder promotes and suppresses, and (given text) its top-activating contexts.
 
 Example:
     >>> graph = attribute("The capital of France is", replacement)
@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from jaxtyping import Int
 
 from interp.circuits.graph import Graph
 from interp.circuits.graph_files import create_graph_files
 from interp.circuits.replacement_model import ReplacementModel
+from interp.sae.features.activations import text_windows
 from interp.viz.graph_view import GraphView, check_graph_json
 
 FEATURE_TYPES = ("cross layer transcoder",)  # how create_graph_files names a feature node
+CONTEXT_WINDOW = 128  # tokens a window of the contexts' text (at most the model's n_ctx)
 
 
 def graph_json(graph: Graph, slug: str = "graph", **options: Any) -> dict[str, Any]:
@@ -91,6 +94,50 @@ def decoder_logit_weights(
     return out
 
 
+@torch.no_grad()
+def top_contexts(
+    model: ReplacementModel,
+    features: dict[int, list[int]],
+    windows: Int[torch.Tensor, "n_windows seq"],
+    k: int = 5,
+    before: int = 16,
+    after: int = 4,
+) -> dict[str, list[dict[str, Any]]]:
+    """Each feature's ``k`` strongest windows (one context a window, around its peak):
+    ``"{layer}_{feature}"`` -> [{tokens, acts, index, value}, ...], strongest first, from
+    the transcoders' activations (``model.get_activations``, position 0 zeroed) on each
+    window; ``before`` / ``after`` tokens around the peak."""
+    index = {layer: torch.tensor(fs, dtype=torch.long) for layer, fs in features.items()}
+    acts: dict[int, list[torch.Tensor]] = {layer: [] for layer in features}
+    for tokens in windows:
+        _, activations = model.get_activations(tokens[None])  # [n_layers, seq, d_tc]
+        for layer, columns in index.items():
+            acts[layer].append(activations[layer][:, columns.to(activations.device)].float().cpu())
+    decode = model.tokenizer.decode if model.tokenizer is not None else None
+    out: dict[str, list[dict[str, Any]]] = {}
+    for layer, feature_list in features.items():
+        stacked = torch.stack(acts[layer])  # [n_windows, seq, n_features]
+        peaks, where = stacked.max(dim=1)  # [n_windows, n_features]
+        for column, feature in enumerate(feature_list):
+            values, rows = peaks[:, column].topk(min(k, len(windows)))
+            contexts = []
+            for value, row in zip(values.tolist(), rows.tolist(), strict=True):
+                if value <= 0:
+                    break
+                peak = int(where[row, column])
+                start, stop = max(0, peak - before), min(windows.shape[1], peak + after + 1)
+                ids = windows[row, start:stop].tolist()
+                contexts.append({
+                    "tokens": [decode([i]) if decode else str(i) for i in ids],
+                    "acts": stacked[row, start:stop, column].tolist(),
+                    "index": peak - start,
+                    "value": value,
+                })  # fmt: skip
+            if contexts:
+                out[f"{layer}_{feature}"] = contexts
+    return out
+
+
 def _named(model: ReplacementModel, ids: torch.Tensor, values: torch.Tensor) -> list:
     tokenizer = model.tokenizer
     names = [tokenizer.decode([i]) if tokenizer is not None else str(i) for i in ids.tolist()]
@@ -98,10 +145,14 @@ def _named(model: ReplacementModel, ids: torch.Tensor, values: torch.Tensor) -> 
 
 
 def feature_extras(
-    data: dict[str, Any], graph: Graph | None = None, model: ReplacementModel | None = None
+    data: dict[str, Any],
+    graph: Graph | None = None,
+    model: ReplacementModel | None = None,
+    windows: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """The viewer's extras for the features the graph JSON ``data`` shows: activations on
-    the prompt (from ``graph``) and decoder logit weights (from ``model``)."""
+    the prompt (from ``graph``), decoder logit weights (from ``model``) and top contexts
+    (from ``model`` on token ``windows`` [n, seq])."""
     features = shown_features(data)
     by_feature: dict[str, dict[str, Any]] = defaultdict(dict)
     if graph is not None:
@@ -110,6 +161,9 @@ def feature_extras(
     if model is not None:
         for key, logits in decoder_logit_weights(model, features).items():
             by_feature[key].update(logits)
+    if model is not None and windows is not None:
+        for key, contexts in top_contexts(model, features, windows).items():
+            by_feature[key]["contexts"] = contexts
     return {"features": dict(by_feature)}
 
 
@@ -121,13 +175,16 @@ def graph_view(
     scan: str | list[str] | None = None,
     node_threshold: float = 0.8,
     edge_threshold: float = 0.98,
+    contexts: str | Int[torch.Tensor, "n_windows seq"] | None = None,
     title: str = "",
 ) -> GraphView:
     """The viewer for ``graph``: a ``Graph`` (made into ``create_graph_files``'s JSON with
     this slug, scan and thresholds), that JSON as a dict, or the path of a ``{slug}.json``
     file. With ``model`` (the ``ReplacementModel`` that traced it), a click on a feature also
     shows the tokens its decoder promotes and suppresses, and the prompt's tokens are
-    decoded by its tokenizer. Display it in a notebook, or ``.save(path)``.
+    decoded by its tokenizer; with ``contexts`` too (a text, or token windows [n, seq]),
+    each feature's top-activating contexts in it. Display it in a notebook, or
+    ``.save(path)``.
 
     Example:
         >>> graph_view(graph, replacement).save("graph.html")
@@ -146,5 +203,11 @@ def graph_view(
     else:
         data = graph
     check_graph_json(data)
-    extras = feature_extras(data, source, model) if source is not None or model else None
+    if isinstance(contexts, str):
+        if model is None:
+            raise ValueError("contexts need the model: pass graph_view(graph, model, ...).")
+        contexts = text_windows(model, contexts, min(model.cfg.n_ctx, CONTEXT_WINDOW))
+    extras = None
+    if source is not None or model is not None:
+        extras = feature_extras(data, source, model, contexts)
     return GraphView(data, extras, title)

@@ -10,6 +10,11 @@ The script and style are inlined (``static/graph_view.js``, ``static/graph_view.
 data is JSON with ``<``, ``>`` and ``&`` escaped, and the script writes every string from it
 as text, so the page needs no network and token text never becomes markup.
 
+circuit-tracer 0.5.0 (and so ``create_graph_files``) names the error node of layer ``l`` at
+position ``p`` ``"0_{l}_{p}"``, which is also the id of feature ``l`` of layer 0 there: the
+viewer keeps both nodes, gives an edge to the one whose row fits (a source sits below its
+target) and says how many edge ends stayed ambiguous.
+
 ``extras`` (optional) adds what the JSON does not hold, by feature (``"{layer}_{feature}"``):
 ``activations`` [[position, value], ...] on the prompt, ``promoted`` / ``suppressed``
 [[token, weight], ...] decoder logit weights and ``contexts`` [{tokens, acts, index}, ...].

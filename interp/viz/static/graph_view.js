@@ -39,10 +39,12 @@
     var graph = data.graph, extras = data.extras || {};
     var tokens = (graph.metadata && graph.metadata.prompt_tokens) || [];
     var nodes = graph.nodes.map(function (n) { return Object.assign({}, n); });
-    var byId = {};
+    var byId = {}, byKey = {};
     var nLayers = 0;
-    nodes.forEach(function (n) {
-      byId[n.node_id] = n;
+    nodes.forEach(function (n, i) {
+      n.key = "n" + i;  // node ids can repeat: circuit-tracer 0.5.0 names errors "0_{layer}_{pos}"
+      byKey[n.key] = n;
+      (byId[n.node_id] = byId[n.node_id] || []).push(n);
       if (n.feature_type === "logit") nLayers = Math.max(nLayers, Number(n.layer) - 1);
       else if (n.layer !== "E") nLayers = Math.max(nLayers, Number(n.layer) + 1);
     });
@@ -54,9 +56,20 @@
       n.token = tokens[n.ctx_idx] !== undefined ? tokens[n.ctx_idx] : "";
       n.incoming = []; n.outgoing = [];
     });
+    // A shared id is resolved by the rows: a source sits below its target. What stays
+    // ambiguous goes to the first node of that id (the feature) and is counted.
+    var ambiguous = 0;
+    function resolve(id, below, other) {
+      var found = byId[id] || [];
+      if (found.length < 2 || !other) return found[0];
+      var fitting = found.filter(function (n) { return below ? n.row < other.row : n.row > other.row; });
+      if (fitting.length !== 1) ambiguous++;
+      return fitting[0] || found[0];
+    }
     var links = [];
     graph.links.forEach(function (l) {
-      var s = byId[l.source], t = byId[l.target];
+      var s = resolve(l.source, true, (byId[l.target] || [])[0]);
+      var t = resolve(l.target, false, s);
       if (!s || !t) return;
       var link = { source: s, target: t, weight: Number(l.weight) };
       links.push(link); s.outgoing.push(link); t.incoming.push(link);
@@ -64,11 +77,12 @@
     var maxWeight = links.reduce(function (m, l) { return Math.max(m, Math.abs(l.weight)); }, 0) || 1;
     var q = graph.qParams || {};
     return {
-      graph: graph, extras: extras, tokens: tokens, nodes: nodes, byId: byId, links: links,
-      nLayers: nLayers, maxWeight: maxWeight,
+      graph: graph, extras: extras, tokens: tokens, nodes: nodes, byKey: byKey, links: links,
+      nLayers: nLayers, maxWeight: maxWeight, ambiguous: ambiguous,
+      shared: Object.keys(byId).filter(function (id) { return byId[id].length > 1; }).length,
       fileNodeThreshold: (graph.metadata && graph.metadata.node_threshold) || 1,
-      pinned: (q.pinnedIds || []).filter(function (id) { return byId[id]; }),
-      clicked: q.clickedId && byId[q.clickedId] ? q.clickedId : null,
+      pinned: (q.pinnedIds || []).filter(function (id) { return byId[id]; }).map(function (id) { return byId[id][0].key; }),
+      clicked: q.clickedId && byId[q.clickedId] ? byId[q.clickedId][0].key : null,
     };
   }
 
@@ -93,7 +107,8 @@
    * influence (the file's "influence") is above nodeThreshold go; then edges are scored by
    * their share of the influence on the logits (row-normalised |weight| times the target's
    * influence) and the strongest holding edgeThreshold of the total are kept; features and
-   * errors left without a target (features: or a source) go. Pinned nodes always stay. */
+   * errors that lose every target (features: or every source) go. Pinned nodes always stay.
+   * At the file's node threshold and edge threshold 1 the file is shown as it is. */
   function prune(model, nodeThreshold, edgeThreshold) {
     var keep = {}, pinned = {};
     model.pinned.forEach(function (id) { pinned[id] = true; });
@@ -103,29 +118,29 @@
       if (typeof n.influence === "number" && n.influence >= nodeThreshold) reach = Math.min(reach, n.influence);
     });
     model.nodes.forEach(function (n) {
-      keep[n.node_id] = n.kind === "embedding" || n.kind === "logit" || pinned[n.node_id] ||
+      keep[n.key] = n.kind === "embedding" || n.kind === "logit" || pinned[n.key] ||
         typeof n.influence !== "number" || n.influence <= reach;
     });
-    var live = model.links.filter(function (l) { return keep[l.source.node_id] && keep[l.target.node_id]; });
+    var live = model.links.filter(function (l) { return keep[l.source.key] && keep[l.target.key]; });
     var rowSum = {};
-    live.forEach(function (l) { rowSum[l.target.node_id] = (rowSum[l.target.node_id] || 0) + Math.abs(l.weight); });
-    var norm = live.map(function (l) { return Math.abs(l.weight) / Math.max(rowSum[l.target.node_id], 1e-10); });
+    live.forEach(function (l) { rowSum[l.target.key] = (rowSum[l.target.key] || 0) + Math.abs(l.weight); });
+    var norm = live.map(function (l) { return Math.abs(l.weight) / Math.max(rowSum[l.target.key], 1e-10); });
     var weight = {};
-    model.nodes.forEach(function (n) { weight[n.node_id] = n.kind === "logit" ? (n.token_prob || 0) : 0; });
+    model.nodes.forEach(function (n) { weight[n.key] = n.kind === "logit" ? (n.token_prob || 0) : 0; });
     // influence = w A + w A^2 + ... (the graph is acyclic: at most one step per row)
     var influence = {}, current = Object.assign({}, weight);
     for (var step = 0; step <= model.nLayers + 2; step++) {
       var next = {}, any = false;
       live.forEach(function (l, i) {
-        var c = current[l.target.node_id];
-        if (c) { next[l.source.node_id] = (next[l.source.node_id] || 0) + c * norm[i]; any = true; }
+        var c = current[l.target.key];
+        if (c) { next[l.source.key] = (next[l.source.key] || 0) + c * norm[i]; any = true; }
       });
       for (var id in next) influence[id] = (influence[id] || 0) + next[id];
       if (!any) break;
       current = next;
     }
     var scores = live.map(function (l, i) {
-      return norm[i] * ((influence[l.target.node_id] || 0) + weight[l.target.node_id]);
+      return norm[i] * ((influence[l.target.key] || 0) + weight[l.target.key]);
     });
     var ordered = scores.slice().sort(function (a, b) { return b - a; });
     var total = ordered.reduce(function (a, b) { return a + b; }, 0);
@@ -138,17 +153,19 @@
         if (sum / total >= edgeThreshold - 1e-12) { cut = ordered[k]; break; }
       }
     }
-    var edges = live.filter(function (l, i) { return scores[i] >= cut || (pinned[l.source.node_id] && pinned[l.target.node_id]); });
+    var edges = live.filter(function (l, i) { return scores[i] >= cut || (pinned[l.source.key] && pinned[l.target.key]); });
     for (var changed = true; changed;) {
       changed = false;
       var hasTarget = {}, hasSource = {};
-      edges.forEach(function (l) { hasTarget[l.source.node_id] = true; hasSource[l.target.node_id] = true; });
+      edges.forEach(function (l) { hasTarget[l.source.key] = true; hasSource[l.target.key] = true; });
       model.nodes.forEach(function (n) {
-        var id = n.node_id;
+        var id = n.key;
         if (!keep[id] || pinned[id] || n.kind === "embedding" || n.kind === "logit") return;
-        if (!hasTarget[id] || (n.kind === "feature" && !hasSource[id])) { keep[id] = false; changed = true; }
+        // (only nodes that lost their edges here: what the file holds stays at its thresholds)
+        var lost = (n.outgoing.length && !hasTarget[id]) || (n.kind === "feature" && n.incoming.length && !hasSource[id]);
+        if (lost) { keep[id] = false; changed = true; }
       });
-      edges = edges.filter(function (l) { return keep[l.source.node_id] && keep[l.target.node_id]; });
+      edges = edges.filter(function (l) { return keep[l.source.key] && keep[l.target.key]; });
     }
     return { keep: keep, edges: edges };
   }
@@ -215,6 +232,11 @@
     var info = el("div", "gv-info");
     info.appendChild(el("span", null, (meta.slug ? meta.slug + " \u00b7 " : "") + (meta.scan ? "transcoders " + meta.scan + " \u00b7 " : "") +
       "pruned at node threshold " + model.fileNodeThreshold + " in the file"));
+    if (model.shared) {
+      info.appendChild(el("div", "gv-warning", model.shared + " node id(s) belong to two nodes (circuit-tracer 0.5.0 names " +
+        "error nodes \"0_{layer}_{pos}\", which can equal a feature's \"{layer}_{feature}_{pos}\"); " +
+        model.ambiguous + " edge end(s) with such an id could not be told apart and are drawn at the feature."));
+    }
     header.appendChild(info);
     var controls = el("div", "gv-controls");
     function slider(name, label, min, max, value) {
@@ -288,7 +310,7 @@
       g.addEventListener("mouseleave", function () { self.tip.style.display = "none"; });
       g.addEventListener("click", function (event) {
         self.tip.style.display = "none";
-        if (event.shiftKey) self.togglePin(n.node_id); else self.select(n.node_id);
+        if (event.shiftKey) self.togglePin(n.key); else self.select(n.key);
       });
       n.element = g;
       nodeLayer.appendChild(g);
@@ -343,9 +365,9 @@
     });
     var shown = 0;
     model.nodes.forEach(function (n) {
-      var on = !!result.keep[n.node_id];
+      var on = !!result.keep[n.key];
       n.element.classList.toggle("gv-hidden", !on);
-      n.element.classList.toggle("gv-is-pinned", model.pinned.indexOf(n.node_id) >= 0);
+      n.element.classList.toggle("gv-is-pinned", model.pinned.indexOf(n.key) >= 0);
       if (on) shown++;
     });
     this.counts.textContent = shown + " of " + model.nodes.length + " nodes \u00b7 " + edges.length + " of " + model.links.length + " edges";
@@ -358,9 +380,9 @@
     var id = this.selected;
     this.root.classList.toggle("gv-has-selection", !!id);
     (this.pruned ? this.pruned.edges : []).forEach(function (l) {
-      l.element.classList.toggle("gv-edge-on", l.source.node_id === id || l.target.node_id === id);
+      l.element.classList.toggle("gv-edge-on", l.source.key === id || l.target.key === id);
     });
-    this.model.nodes.forEach(function (n) { n.element.classList.toggle("gv-selected", n.node_id === id); });
+    this.model.nodes.forEach(function (n) { n.element.classList.toggle("gv-selected", n.key === id); });
   };
 
   GraphView.prototype.hover = function (n, event) {
@@ -377,6 +399,13 @@
       var tr = el("tr"); tr.appendChild(el("th", null, r[0])); tr.appendChild(el("td", null, String(r[1]))); table.appendChild(tr);
     });
     tip.appendChild(table);
+    var extra = this.extraOf(n);
+    if (extra && extra.contexts && extra.contexts.length) {  // the strongest context, peak marked
+      var c = extra.contexts[0], line = el("div", "gv-tip-context");
+      c.tokens.forEach(function (t, i) { line.appendChild(el(i === c.index ? "b" : "span", null, visible(t))); });
+      tip.appendChild(el("div", "gv-tip-label", "top context (" + fmt(c.value) + ")"));
+      tip.appendChild(line);
+    }
     tip.style.display = "block";
     this.moveTip(event);
   };
@@ -404,7 +433,7 @@
     while (list.firstChild) list.removeChild(list.firstChild);
     if (!this.model.pinned.length) list.appendChild(el("li", "gv-note", "none"));
     this.model.pinned.forEach(function (id) {
-      var n = self.model.byId[id], li = el("li");
+      var n = self.model.byKey[id], li = el("li");
       var link = el("a", "gv-pin-name", shortLabel(n));
       link.href = "#"; link.addEventListener("click", function (e) { e.preventDefault(); self.selected = null; self.select(id); });
       var remove = el("button", "gv-unpin", "\u00d7"); remove.title = "unpin"; remove.type = "button";
@@ -421,7 +450,7 @@
     links.slice().sort(function (a, b) { return Math.abs(b.weight) - Math.abs(a.weight); }).slice(0, 10).forEach(function (l) {
       var n = l[other], tr = el("tr");
       var name = el("td"), link = el("a", null, shortLabel(n));
-      link.href = "#"; link.addEventListener("click", function (e) { e.preventDefault(); self.selected = null; self.select(n.node_id); });
+      link.href = "#"; link.addEventListener("click", function (e) { e.preventDefault(); self.selected = null; self.select(n.key); });
       name.appendChild(link);
       var w = el("td", l.weight >= 0 ? "gv-pos" : "gv-neg", (l.weight >= 0 ? "+" : "") + fmt(l.weight));
       tr.appendChild(w); tr.appendChild(name); table.appendChild(tr);
@@ -433,11 +462,11 @@
   GraphView.prototype.renderDetails = function () {
     var self = this, box = this.details, model = this.model;
     while (box.firstChild) box.removeChild(box.firstChild);
-    var n = this.selected ? model.byId[this.selected] : null;
+    var n = this.selected ? model.byKey[this.selected] : null;
     if (!n) { box.appendChild(el("p", "gv-note", "Hover a node for its details; click one to see its strongest edges and logit effects.")); return; }
     box.appendChild(el("h3", "gv-detail-title", nodeTitle(n)));
-    var pin = el("button", "gv-pin", model.pinned.indexOf(n.node_id) >= 0 ? "Unpin" : "Pin");
-    pin.type = "button"; pin.addEventListener("click", function () { self.togglePin(n.node_id); });
+    var pin = el("button", "gv-pin", model.pinned.indexOf(n.key) >= 0 ? "Unpin" : "Pin");
+    pin.type = "button"; pin.addEventListener("click", function () { self.togglePin(n.key); });
     box.appendChild(pin);
     var facts = el("table", "gv-facts");
     var rows = [["node", n.node_id], ["type", n.feature_type], ["layer", n.layer], ["position", n.ctx_idx + " (" + visible(n.token) + ")"]];
@@ -456,8 +485,13 @@
     if (n.kind !== "logit") {
       box.appendChild(edgeTable("Direct effects on the logits (graph edges)", n.outgoing.filter(function (l) { return l.target.kind === "logit"; }), "target", this));
     }
-    var extra = n.kind === "feature" && model.extras.features ? model.extras.features[n.layer + "_" + featureIndex(n)] : null;
+    var extra = this.extraOf(n);
     if (extra) this.renderExtra(box, extra);
+  };
+
+  GraphView.prototype.extraOf = function (n) {
+    var features = this.model.extras.features;
+    return n.kind === "feature" && features ? features[n.layer + "_" + featureIndex(n)] || null : null;
   };
 
   GraphView.prototype.renderExtra = function (box, extra) {
@@ -477,10 +511,12 @@
       });
       box.appendChild(line);
     }
-    (extra.contexts || []).length && box.appendChild(el("h4", null, "Top contexts"));
-    (extra.contexts || []).forEach(function (c) {
+    var contexts = extra.contexts || [];
+    if (contexts.length) box.appendChild(el("h4", null, "Top contexts"));
+    contexts.forEach(function (c) {
       var line = el("div", "gv-context");
       var peak = c.acts.reduce(function (m, a) { return Math.max(m, a); }, 0) || 1;
+      line.appendChild(el("span", "gv-ctx-value", fmt(peak)));
       c.tokens.forEach(function (t, i) {
         var span = el("span", i === c.index ? "gv-top" : null, visible(t));
         span.style.background = "rgba(255, 120, 0, " + Math.max(0, Math.min(1, c.acts[i] / peak)).toFixed(3) + ")";
