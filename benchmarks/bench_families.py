@@ -13,6 +13,9 @@ prints ratios of best-of-N times (the machine may be shared and noisy), never ab
   its forward against Hugging Face's ``MixtralForCausalLM`` on the same weights (target
   <= 1.05) and ``run_with_cache`` of every hook, each expert's included, against that
   forward (target <= 1.15);
+- a gpt-oss-shaped model (4 layers, d_model 512, 8 / 1 heads of 64 with sinks, sliding
+  window 128 on every other layer, YaRN, 16 experts of 512, top 4; 4 x 256 tokens): the same
+  two ratios against ``GptOssForCausalLM`` (eager attention, its only one on the CPU);
 - the ``resid_pre`` activation-patching sweep (every layer x position) against
   TransformerLens 4.x's ``TransformerBridge`` booted offline from the same weights saved to a
   temporary folder (TransformerLens runs one forward per patch, so this sweep uses a smaller
@@ -99,6 +102,10 @@ FORWARD = LlamaShape(16, 2048, 32, 8, 8192, 32000, 4, 256)
 # 8 experts, top 2) at an eighth of its width and 4 layers.
 MOE_FORWARD = MixtralShape(4, 512, 4, 1, 1792, 32000, 4, 256)
 SMOKE_MOE = MixtralShape(2, 64, 4, 2, 128, 256, 2, 16, n_experts=4)
+# gpt-oss-20b's proportions (heads of 64, 8 query heads a key/value head, experts as wide as
+# d_model, top 4 of a power of two) at a sixth of its width, 4 layers and 16 experts.
+GPT_OSS_FORWARD = MixtralShape(4, 512, 8, 1, 512, 32000, 4, 256, n_experts=16, top_k=4)
+SMOKE_GPT_OSS = MixtralShape(2, 64, 4, 2, 64, 256, 2, 16, n_experts=4)
 PATCHING = LlamaShape(4, 1024, 16, 4, 4096, 32000, 1, 16)
 SMOKE_FORWARD = LlamaShape(2, 64, 4, 2, 128, 256, 2, 16)
 SMOKE_PATCHING = LlamaShape(2, 64, 4, 2, 128, 256, 1, 6)
@@ -137,6 +144,27 @@ def build_mixtral(shape: MixtralShape, device: str, dtype: torch.dtype) -> Any:
         attn_implementation="sdpa",
     )
     return transformers.MixtralForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def build_gpt_oss(shape: MixtralShape, device: str, dtype: torch.dtype) -> Any:
+    """Random-weight ``GptOssForCausalLM`` (eager attention; sinks, windows of 128 on every
+    other layer, YaRN as gpt-oss's) in eval mode."""
+    torch.manual_seed(0)
+    config = transformers.GptOssConfig(
+        vocab_size=shape.d_vocab,
+        hidden_size=shape.d_model,
+        intermediate_size=shape.d_mlp,
+        head_dim=shape.d_model // shape.n_heads,
+        num_hidden_layers=shape.n_layers,
+        num_attention_heads=shape.n_heads,
+        num_key_value_heads=shape.n_kv_heads,
+        num_local_experts=shape.n_experts,
+        num_experts_per_tok=shape.top_k,
+        sliding_window=128,
+        max_position_embeddings=4096 * 32,
+        attn_implementation="eager",
+    )
+    return transformers.GptOssForCausalLM(config).to(device=device, dtype=dtype).eval()
 
 
 def word_tokenizer(d_vocab: int) -> transformers.PreTrainedTokenizerFast:
@@ -218,18 +246,25 @@ def forward_rows(
 
 
 def moe_rows(
-    shape: MixtralShape, device: str, dtype: torch.dtype, repeats: int, say
+    shape: MixtralShape,
+    device: str,
+    dtype: torch.dtype,
+    repeats: int,
+    say,
+    name: str = "Mixtral",
+    attention: str = "sdpa",
 ) -> list[tuple[str, float, str]]:
-    """A Mixtral-shaped model: forward against Hugging Face's on the same weights, then a
-    full cache (every hook, the experts' included) against the forward."""
-    hf = build_mixtral(shape, device, dtype)
+    """A Mixtral-shaped (or ``name="gpt-oss"``-shaped) model: forward against Hugging
+    Face's on the same weights, then a full cache (every hook, the experts' included)
+    against the forward."""
+    hf = (build_gpt_oss if name == "gpt-oss" else build_mixtral)(shape, device, dtype)
     ours = from_hf_model(hf, tokenizer=None).eval()
     tokens = random_tokens(shape, device, seed=4)
     with torch.no_grad():
         tolerance = 1e-3 if dtype == torch.float32 else 2e-1
         gap = (ours(tokens) - hf(tokens, use_cache=False).logits).abs().max().item()
         say(
-            f"  check: Mixtral-shaped ({shape.describe()}): max |interp logits - HF logits| "
+            f"  check: {name}-shaped ({shape.describe()}): max |interp logits - HF logits| "
             f"{'<=' if gap <= tolerance else '>'} {tolerance:g}"
         )
         hf_forward = partial(hf, tokens, use_cache=False)
@@ -248,12 +283,12 @@ def moe_rows(
         )
     return [
         (
-            "Mixtral-shaped forward: interp / HF (sdpa)",
+            f"{name}-shaped forward: interp / HF ({attention})",
             against_hf["interp forward"] / against_hf["hf forward"],
             "<= 1.05",
         ),
         (
-            "Mixtral-shaped run_with_cache, every hook: interp / interp forward",
+            f"{name}-shaped run_with_cache, every hook: interp / interp forward",
             against_forward["interp cache all"] / against_forward["interp forward"],
             "<= 1.15",
         ),
@@ -347,6 +382,8 @@ def run(args: argparse.Namespace) -> list[str]:
     rows = forward_rows(forward_shape, device, dtype, repeats, say)
     if not args.skip_moe:
         rows += moe_rows(SMOKE_MOE if args.smoke else MOE_FORWARD, device, dtype, repeats, say)
+        gpt_oss_shape = SMOKE_GPT_OSS if args.smoke else GPT_OSS_FORWARD
+        rows += moe_rows(gpt_oss_shape, device, dtype, repeats, say, "gpt-oss", "eager")
     if not args.skip_patching:
         rows += patching_rows(patching_shape, device, dtype, repeats, say)
     print_ratio_table(rows, "ratio (of best-of-N times; lower is faster)", args.smoke, say)
@@ -358,7 +395,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--layers", type=int, default=None, help="forward model's layers")
     parser.add_argument("--d-mlp", type=int, default=None, help="forward model's d_mlp")
     parser.add_argument("--skip-patching", action="store_true", help="no TransformerLens sweep")
-    parser.add_argument("--skip-moe", action="store_true", help="no Mixtral-shaped model")
+    parser.add_argument(
+        "--skip-moe", action="store_true", help="no Mixtral- or gpt-oss-shaped model"
+    )
     return run(parse_ratio_args(parser, argv))
 
 

@@ -12,6 +12,9 @@ def test_family_benchmark_smoke_mode_prints_every_ratio():
     out = run_benchmark("bench_families.py", "--smoke", "--threads", "1")
     assert "max |interp logits - HF logits| <= 0.001" in out
     assert "Mixtral-shaped (2 layers" in out and "4 experts, top 2): max |interp logits - HF" in out
+    assert re.search(
+        r"gpt-oss-shaped \(2 layers.*top 2\): max \|interp logits - HF logits\| <= 0\.001", out
+    )
     assert re.search(r"the full cache holds (\d+) of \1 hooks", out), out
     labels = [
         "plain forward: interp / HF (sdpa)",
@@ -19,6 +22,8 @@ def test_family_benchmark_smoke_mode_prints_every_ratio():
         "run_with_cache, every hook, storage pool on (opt-in): interp / interp forward",
         "Mixtral-shaped forward: interp / HF (sdpa)",
         "Mixtral-shaped run_with_cache, every hook: interp / interp forward",
+        "gpt-oss-shaped forward: interp / HF (eager)",
+        "gpt-oss-shaped run_with_cache, every hook: interp / interp forward",
     ]
     assert re.search(r"page faults of one call: forward [\d,]+; full cache [\d,]+ with", out)
     if "TransformerLens skipped" not in out:
