@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the HTML report for a model and prompt",
         description="Write an offline HTML report: tokens, prediction, every layer's "
         "attention heads, the logit lens, head scores, and with --corrupted a patching heatmap. "
-        "The libraries it loads go to report_assets/ beside it (or inline: --self-contained).",
+        "The scripts it loads go to report_assets/ beside it (or inline: --self-contained).",
     )
     report.add_argument(
         "--model",
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--self-contained",
         action="store_true",
-        help="inline plotly.js and circuitsvis (one 6 MB file) instead of report_assets/",
+        help="inline the scripts (one 1.9 MB file for a short prompt) instead of report_assets/",
     )
     add_report_arguments(report)
     report.set_defaults(run=run_report, parser=report)
