@@ -212,3 +212,18 @@ def test_without_data_a_feature_has_no_dataset_part_and_search_says_how(model, s
         assert "dataset" not in detail and len(detail["promoted"]) == 10
         code, error = post(client, "features/search", model=CHAR, query="a", by="text")
         assert code == 404 and "--data FILE" in error["error"]
+
+
+def test_serve_data_errors_name_the_fix(model, sae, tmp_path, capsys):
+    from interp.cli_support import UsageError
+    from interp.serve.cli import feature_indexes
+
+    with pytest.raises(UsageError, match="add --sae NAME"):
+        feature_indexes({CHAR: model}, {}, "input.txt", None, None)
+    with pytest.raises(UsageError, match="--data 'missing.txt' cannot be used"):
+        feature_indexes({CHAR: model}, {CHAR: sae}, "missing.txt", str(tmp_path), None)
+    short = tmp_path / "short.txt"
+    short.write_text("ROMEO")
+    with pytest.raises(UsageError, match="windows of 128"):
+        feature_indexes({CHAR: model}, {CHAR: sae}, str(short), str(tmp_path), None)
+    assert feature_indexes({CHAR: model}, {CHAR: sae}, None, None, None) == {}
