@@ -75,21 +75,30 @@ def text_windows(tokens: Int[Tensor, " n"], n_ctx: int) -> Int[Tensor, "n_window
 
 
 def _topk_step(
-    sae: SAE, x: Float[Tensor, "n d_in"], since_fired: Tensor, recipe: SAERecipe
+    sae: SAE,
+    x: Float[Tensor, "n d_in"],
+    since_fired: Tensor,
+    recipe: SAERecipe,
+    target: Float[Tensor, "n d_out"] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The loss (normalised MSE + AuxK), the normalised MSE, and which latents fired."""
-    hidden_pre = (x - sae.b_dec) @ sae.W_enc + sae.b_enc  # [n, d_sae]
+    """The loss (normalised MSE + AuxK), the normalised MSE, and which latents fired.
+
+    An SAE reconstructs ``x``; a transcoder predicts ``target`` (the activation at its
+    output hook) from ``x``, through its skip connection too when it has one."""
+    target = x if target is None else target
+    sae_in = x - sae.b_dec if sae.cfg.apply_b_dec_to_input else x
+    hidden_pre = sae_in @ sae.W_enc + sae.b_enc  # [n, d_sae]
     values, indices = hidden_pre.topk(recipe.k, dim=-1)
     acts = torch.zeros_like(hidden_pre).scatter(-1, indices, values.relu())
-    recons = acts @ sae.W_dec + sae.b_dec
-    variance = (x - x.mean(0)).pow(2).sum(-1).mean()
-    mse = (recons - x).pow(2).sum(-1).mean() / variance
+    recons = acts @ sae.W_dec + sae.b_dec + (sae.skip(x) if sae.cfg.has_skip else 0)
+    variance = (target - target.mean(0)).pow(2).sum(-1).mean()
+    mse = (recons - target).pow(2).sum(-1).mean() / variance
     fired = (acts > 0).any(0)
     loss = mse
     dead = since_fired >= recipe.dead_after_tokens
     n_dead = int(dead.sum())
     if n_dead:
-        error = (x - recons).detach()
+        error = (target - recons).detach()
         masked = hidden_pre.masked_fill(~dead, float("-inf"))
         aux_values, aux_indices = masked.topk(min(recipe.aux_k, n_dead), dim=-1)
         aux_acts = torch.zeros_like(hidden_pre).scatter(-1, aux_indices, aux_values.relu())
