@@ -16,16 +16,24 @@ reads ``ln2.hook_normalized`` of a LayerNorm model sees other inputs (RMSNorm's 
 the weight in both); JumpReLU here is ``relu(x) * (x > threshold)`` and TopK keeps the
 ReLU of the top k, so thresholds below zero or negative top-k values differ.
 
+A set shipped with interp loads by name (``list_transcoders()``), a hub repository by
+``hf://owner/repo[/subfolder][@revision]`` (offline once cached).
+
 Example:
+    >>> transcoders = load_transcoders("shakespeare-char-transcoders")  # shipped, offline
     >>> transcoders = load_transcoders("path/to/transcoder_set")      # config.yaml + layers
     >>> transcoders = TranscoderSet.from_saes([SAE.load(f"tc/layer_{i}") for i in range(6)])
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator, Sequence
+from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import parse_qs
 
 import torch
 import yaml
@@ -214,17 +222,143 @@ def _layer_transcoder(
     return sae
 
 
+def _shipped_folder() -> Path:
+    return Path(str(resources.files("interp.models"))) / "transcoders"
+
+
+def list_transcoders() -> list[str]:
+    """The names of the transcoder sets shipped with interp, sorted.
+
+    Example:
+        >>> list_transcoders()
+        ['shakespeare-char-transcoders']
+    """
+    folder = _shipped_folder()
+    if not folder.is_dir():
+        return []
+    return sorted(entry.name for entry in folder.iterdir() if (entry / "config.yaml").is_file())
+
+
+class HubRef(NamedTuple):
+    """A transcoder repository on the Hugging Face hub: its id, a folder in it, a revision."""
+
+    repo_id: str
+    subfolder: str | None
+    revision: str | None
+
+    @classmethod
+    def parse(cls, ref: str) -> HubRef:
+        """``hf://owner/repo[/subfolder][@revision]`` (or circuit-tracer's
+        ``?revision=...``), or a plain ``owner/repo[/subfolder][@revision]``.
+
+        Example:
+            >>> HubRef.parse("hf://mntss/clt-gemma-2-2b-426k@main")
+            HubRef(repo_id='mntss/clt-gemma-2-2b-426k', subfolder=None, revision='main')
+        """
+        text = ref.removeprefix("hf://")
+        text, _, query = text.partition("?")
+        text, _, revision = text.partition("@")
+        if query:
+            revision = parse_qs(query).get("revision", [revision])[0]
+        parts = [part for part in text.split("/") if part]
+        if len(parts) < 2:
+            raise ValueError(
+                f"{ref!r} is not a hub repository: expected hf://owner/repo[/subfolder][@revision]."
+            )
+        return cls("/".join(parts[:2]), "/".join(parts[2:]) or None, revision or None)
+
+    @property
+    def scan(self) -> str:
+        """circuit-tracer's ``scan`` for this reference (``repo//subfolder@revision``)."""
+        where = self.repo_id + (f"//{self.subfolder}" if self.subfolder else "")
+        return f"{where}@{self.revision}" if self.revision else where
+
+
+# circuit-tracer's names for its first transcoder repositories
+_LEGACY_HUB_NAMES = {
+    "gemma": "mwhanna/gemma-scope-transcoders",
+    "llama": "mntss/transcoder-Llama-3.2-1B",
+}
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(/[^@?]*)?([@?].*)?$")
+_FILES = ("config.yaml", "layer_*.safetensors", "W_enc_*.safetensors", "W_dec_*.safetensors")
+
+
+def _hub_file(uri: str) -> Path:
+    """The local copy of one file ``hf://owner/repo/path/to/file[@revision]``."""
+    from huggingface_hub import hf_hub_download
+
+    ref = HubRef.parse(uri)
+    if ref.subfolder is None:
+        raise ValueError(f"{uri!r} names no file in the repository.")
+    return Path(hf_hub_download(ref.repo_id, ref.subfolder, revision=ref.revision))
+
+
+def hub_folder(ref: HubRef) -> Path:
+    """The local snapshot of ``ref``'s transcoder files (``config.yaml``, ``layer_*`` or a
+    CLT's ``W_enc_*`` / ``W_dec_*``): from the cache when it has them (so offline once
+    cached, and always with ``HF_HUB_OFFLINE=1``), else downloaded."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.utils import LocalEntryNotFoundError
+
+    prefix = f"{ref.subfolder.strip('/')}/" if ref.subfolder else ""
+    kwargs = {"revision": ref.revision, "allow_patterns": [prefix + name for name in _FILES]}
+    try:
+        folder = Path(snapshot_download(ref.repo_id, **kwargs, local_files_only=True)) / prefix
+        if (folder / "config.yaml").is_file():
+            return folder
+    except LocalEntryNotFoundError:  # not cached: download below
+        pass
+    try:
+        return Path(snapshot_download(ref.repo_id, **kwargs)) / prefix
+    except Exception as error:
+        raise FileNotFoundError(
+            f"Transcoders {ref.scan!r}: not in the Hugging Face cache and not downloadable "
+            f"({type(error).__name__}: {error}). Connect once to cache them (unset "
+            "HF_HUB_OFFLINE if set), or pass a local folder."
+        ) from error
+
+
 def load_transcoders(
     path: str | Path | Sequence[str | Path | SAE], dtype: torch.dtype = torch.float32
 ) -> TranscoderSet | CrossLayerTranscoder:
     """A transcoder set from circuit-tracer's folder (``config.yaml`` + ``layer_{i}``
     files; ``model_kind: cross_layer_transcoder`` reads a CLT), or from a list of SAE
     folders / ``SAE`` objects (SAELens, Gemma Scope 2, ...)
-    with ``blocks.{layer}.`` hook names."""
+    with ``blocks.{layer}.`` hook names.
+
+    ``path`` may also name a set shipped with interp (``list_transcoders()``), or a hub
+    repository holding that folder, as circuit-tracer takes it: ``hf://owner/repo
+    [/subfolder][@revision]`` or plain ``owner/repo[/subfolder][@revision]`` (read from
+    the Hugging Face cache once downloaded, so offline after the first time).
+
+    Example:
+        >>> load_transcoders("shakespeare-char-transcoders")        # shipped with interp
+        >>> load_transcoders("hf://mntss/transcoder-Llama-3.2-1B")  # cached after one download
+    """
     if not isinstance(path, (str, Path)):
         saes = [item if isinstance(item, SAE) else load_sae(item, dtype=dtype) for item in path]
         return TranscoderSet.from_saes(saes)
-    folder = Path(path)
+    text = str(path)
+    if isinstance(path, str) and not Path(path).exists():
+        if text in list_transcoders():
+            return _load_folder(_shipped_folder() / text, dtype)
+        text = _LEGACY_HUB_NAMES.get(text, text)
+        if text.startswith("hf://") or _REPO_ID.match(text):
+            ref = HubRef.parse(text)
+            return _load_folder(hub_folder(ref), dtype, scan=ref.scan)
+        close = difflib.get_close_matches(text, list_transcoders(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise FileNotFoundError(
+            f"{text!r} is not a folder, nor a shipped transcoder set{hint} "
+            f"{list_transcoders()}, nor a hub repository (hf://owner/repo[/subfolder])."
+        )
+    return _load_folder(Path(path), dtype)
+
+
+def _load_folder(
+    folder: Path, dtype: torch.dtype, scan: str | None = None
+) -> TranscoderSet | CrossLayerTranscoder:
+    """circuit-tracer's folder; ``scan`` (a hub reference's) overrides its config's."""
     config_path = folder / "config.yaml"
     if not config_path.is_file():
         raise FileNotFoundError(
@@ -241,13 +375,29 @@ def load_transcoders(
     for key in ("feature_input_hook", "feature_output_hook"):
         if key not in config:
             raise SAEFormatError(f"{config_path}: missing {key!r}.")
+    hooks = (config["feature_input_hook"], config["feature_output_hook"])
+    scan = scan or config.get("scan", str(folder))
     if kind == "cross_layer_transcoder":
-        hooks = (config["feature_input_hook"], config["feature_output_hook"])
-        scan = config.get("scan", str(folder))
         return load_clt(folder, *hooks, scan=scan, dtype=dtype)
+    files = _layer_files(folder, config, config_path)
+    transcoders = [_layer_transcoder(files[i], i, *hooks, dtype) for i in range(len(files))]
+    return TranscoderSet(transcoders, *hooks, scan=scan)
+
+
+def _layer_files(folder: Path, config: dict, config_path: Path) -> dict[int, Path]:
+    """Layer -> file: the config's ``transcoders`` list (``hf://`` URIs or paths, as
+    circuit-tracer's), else the folder's ``layer_{i}.safetensors``."""
+    if "transcoders" in config:
+        entries = list(config["transcoders"])
+        if not all(str(entry).endswith(".safetensors") for entry in entries):
+            raise SAEFormatError(
+                f"{config_path}: its 'transcoders' list holds files other than circuit-tracer's "
+                "layer .safetensors (e.g. Gemma Scope's params.npz); load those with "
+                "load_transcoders([SAE folder, ...]) (interp.sae reads their formats)."
+            )
+        paths = [_hub_file(e) if e.startswith("hf://") else folder / e for e in entries]
+        return dict(enumerate(paths))
     files = {int(p.stem.split("_")[1]): p for p in folder.glob("layer_*.safetensors")}
     if not files or sorted(files) != list(range(len(files))):
         raise SAEFormatError(f"{folder}: layer files for layers {sorted(files)}; need 0..n-1.")
-    hooks = (config["feature_input_hook"], config["feature_output_hook"])
-    transcoders = [_layer_transcoder(files[i], i, *hooks, dtype) for i in range(len(files))]
-    return TranscoderSet(transcoders, *hooks, scan=config.get("scan", str(folder)))
+    return files
