@@ -135,6 +135,27 @@ def test_served_pages_load_only_the_servers_script():
     assert "<script src='x.js'>" in served_graph_page("x.js")
 
 
+def test_interp_serve_graph_files(tmp_path, capsys):
+    from interp.cli import main
+    from interp.serve.cli import graph_views
+
+    path = tmp_path / "romeo.json"
+    path.write_text(json.dumps(hand_graph()), encoding="utf-8")
+    views = graph_views([str(path)])
+    assert list(views) == ["romeo"] and views["romeo"].graph == hand_graph()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "romeo.json").write_text("{}", encoding="utf-8")
+    for paths, message in (
+        ([str(tmp_path / "missing.json")], "cannot read"),
+        ([str(path), str(tmp_path / "other" / "romeo.json")], "two files of the same name"),
+        ([str(tmp_path / "other" / "romeo.json")], "has no metadata, nodes, links"),
+    ):
+        argv = ["serve", "--model", "attn-only-2l", "--port", "0"]
+        with pytest.raises(SystemExit) as exit_info:
+            main([*argv, *(f"--graph={p}" for p in paths)])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ end to end
 @pytest.fixture(scope="module")
 def tiny_folders(tmp_path_factory):

@@ -3,6 +3,7 @@
 interp serve --model attn-only-2l [--model shakespeare-char] [--port 8000]
 interp serve --model path/to/checkpoint --host 0.0.0.0 --token SECRET
 interp serve --model shakespeare-char --sae shakespeare-char-resid-l1 --data input.txt
+interp serve --model shakespeare-char --graph graphs/romeo.json   (the viewer at /graph/romeo)
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import secrets
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -74,6 +76,14 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=int,
         default=MAX_TOKENS,
         help="the longest prompt served, in tokens (default: %(default)s, or n_ctx if less)",
+    )
+    serve.add_argument(
+        "--graph",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="an attribution graph JSON (create_graph_files's, or interp graph --json-dir's) "
+        "shown at /graph/<file name without .json>; repeat for several",
     )
     serve.set_defaults(run=run, parser=serve)
     return serve
@@ -149,6 +159,20 @@ def feature_indexes(
     return indexes
 
 
+def graph_views(paths: list[str]) -> dict[str, Any]:
+    """Each ``--graph`` file as a viewer by its name (the file name without ``.json``); a
+    ``UsageError`` for a file that cannot be read or two of the same name."""
+    from interp.serve.graphs import graph_views as views
+
+    slugs = [Path(path).stem for path in paths]
+    if len(set(slugs)) != len(slugs):
+        raise UsageError(f"--graph names two files of the same name ({paths}); rename one.")
+    try:
+        return views(dict(zip(slugs, paths, strict=True)))
+    except ValueError as error:
+        raise UsageError(f"--graph: {error}") from error
+
+
 def run(args: argparse.Namespace) -> None:
     from interp.serve.app import create_app
     from interp.serve.server import bind_socket
@@ -168,11 +192,17 @@ def run(args: argparse.Namespace) -> None:
     if token is None and not is_loopback(args.host):
         token = secrets.token_urlsafe(24)
         print(f"--host {terminal_text(args.host)} is not local: requests need this token: {token}")
+    graphs = graph_views(args.graph)  # before the models load: a bad file fails at once
     models = {name: load_named_model(name) for name in args.model}
     saes = attach_saes(models, args.sae)
     indexes = feature_indexes(models, saes, args.data, args.cache_dir, args.max_data_tokens)
     app = create_app(
-        models, token=token, saes=saes, max_tokens=args.max_tokens, feature_indexes=indexes
+        models,
+        token=token,
+        saes=saes,
+        max_tokens=args.max_tokens,
+        feature_indexes=indexes,
+        graphs=graphs,
     )
     try:
         sock = bind_socket(args.host, args.port)
@@ -185,5 +215,7 @@ def run(args: argparse.Namespace) -> None:
     query = f"?token={token}" if token else ""
     print(terminal_text(f"interp dashboard for {', '.join(models)}: http://{host}:{port}/{query}"))
     print(f"OpenAPI schema: http://{host}:{port}/openapi.json{query}   (Ctrl-C stops)")
+    if graphs:
+        print(terminal_text(f"graph viewer: http://{host}:{port}/graph{query} ({len(graphs)})"))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
