@@ -31,7 +31,7 @@ from interp.circuits.intervention import (
     feature_intervention_generate,
 )
 from interp.circuits.replacement_model import ReplacementModel
-from interp.circuits.transcoders import TranscoderSet, load_transcoders
+from interp.circuits.transcoders import TranscoderSet, list_transcoders, load_transcoders
 from interp.circuits.view import graph_view
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "feature_intervention",
     "feature_intervention_generate",
     "graph_view",
+    "list_transcoders",
     "load_cross_layer_transcoder",
     "load_transcoders",
     "prune_graph",
