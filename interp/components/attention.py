@@ -4,7 +4,9 @@ explicit, hookable one.
 One module covers every family, chosen by the config: grouped-query heads
 (``n_key_value_heads``), query/key RMS norms (``use_qk_norm``: per head, or across heads
 with ``qk_norm_across_heads``), rotary embeddings,
-the score divisor ``attn_scale``, soft-capped scores and a sliding window on "local" layers.
+the score divisor ``attn_scale``, soft-capped scores, a sliding window on "local" layers and
+attention sinks (``use_attn_sinks``: gpt-oss's learned logit per head, ``W_sinks``, in every
+softmax; such models always take the explicit path).
 The causal mask is built on the scores' own device, and the hooked score tensor is never
 masked in place.
 """
