@@ -10,7 +10,13 @@ import torch
 from starlette.testclient import TestClient
 
 import interp
-from interp.sae.features import feature_acts, feature_logit_weights, text_windows, top_activations
+from interp.sae.features import (
+    feature_acts,
+    feature_logit_weights,
+    text_windows,
+    top_activations,
+    top_logits,
+)
 from interp.sae.splice import HookedSAETransformer
 from interp.serve import create_app
 from interp.serve.feature_index import FeatureIndex
@@ -95,6 +101,11 @@ def test_a_feature_shows_its_dataset_statistics_and_prompt_activations(client, m
     assert dataset["contexts"][0]["value"] == pytest.approx(float(index.stats.top_values[f, 0]))
     acts = feature_acts(model, sae, model.to_tokens(PROMPT))[0, :, f]
     torch.testing.assert_close(torch.tensor(detail["prompt"]["acts"]), acts, atol=1e-5, rtol=0)
+    logits = top_logits(model, sae, f, 10)  # what `interp features` pages show
+    for kind in ("promoted", "suppressed"):
+        assert [e["token"] for e in detail[kind]] == [token for token, _ in logits[kind]]
+        shown = [e["weight"] for e in detail[kind]]
+        assert shown == pytest.approx([weight for _, weight in logits[kind]], abs=1e-6)
     code, error = post(client, "features/search", model=CHAR, query="4096", by="id")
     assert code == 422 and "out of range" in error["error"]
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Float, Int
 from torch import Tensor
 
-FORMAT = 1  # bump when what is stored changes
-PROMOTED = 10  # tokens kept per feature for search by promoted token
+FORMAT = 2  # bump when what is stored changes
+LOGIT_TOKENS = 10  # promoted and suppressed tokens kept per feature (search, feature pages)
 
 
 def default_cache_dir() -> Path:
@@ -57,11 +57,15 @@ def index_key(model: Any, sae: Any, data: bytes, settings: dict[str, Any]) -> st
 
 @dataclass
 class FeatureIndex:
-    """``stats`` (a ``FeatureStats``), each feature's ``PROMOTED`` most promoted token ids
-    [d_sae, PROMOTED] and the lower-cased text of its top contexts; where it came from."""
+    """``stats`` (a ``FeatureStats``); each feature's ``LOGIT_TOKENS`` most promoted and most
+    suppressed tokens by logit weight (``feature_logit_weights``), ids [d_sae, LOGIT_TOKENS]
+    and weights; the lower-cased text of its top contexts; where the index came from."""
 
     stats: Any
-    promoted: Int[Tensor, "d_sae promoted"]
+    promoted: Int[Tensor, "d_sae n"]
+    promoted_weights: Float[Tensor, "d_sae n"]
+    suppressed: Int[Tensor, "d_sae n"]
+    suppressed_weights: Float[Tensor, "d_sae n"]
     context_text: list[str]
     data_name: str
     path: Path
@@ -94,29 +98,33 @@ class FeatureIndex:
         path = folder / f"features-{index_key(model, sae, raw, settings)}.pt"
         if path.is_file():
             stored = torch.load(path, weights_only=True)
-            stats = FeatureStats(**stored["stats"])
-            return FeatureIndex(
-                stats, stored["promoted"], stored["context_text"], data_path.name, path, True
-            )
+            stats = FeatureStats(**stored.pop("stats"))
+            where = {"data_name": data_path.name, "path": path}
+            return FeatureIndex(stats, **stored, **where, from_cache=True)
         text = (gzip.decompress(raw) if data_path.suffix == ".gz" else raw).decode("utf-8")
         windows = text_windows(model, text, seq_len)
         if max_tokens:
             windows = windows[: max(1, max_tokens // windows.shape[1])]
         stats = top_activations(model, sae, windows, k=k, batch_size=batch_size)
-        with torch.no_grad():
-            weights = feature_logit_weights(model, sae)  # [d_sae, d_vocab]
-            promoted = weights.topk(min(PROMOTED, weights.shape[1]), dim=-1).indices.cpu()
+        with torch.no_grad():  # d_sae x d_vocab floats, once
+            weights = feature_logit_weights(model, sae).float()  # [d_sae, d_vocab]
+            n = min(LOGIT_TOKENS, weights.shape[1])
+            up, down = weights.topk(n, dim=-1), weights.topk(n, dim=-1, largest=False)
+            del weights
         context_text = [
             "\n".join("".join(c["tokens"]) for c in stats.contexts(f, model.tokenizer)).lower()
             for f in range(sae.cfg.d_sae)
         ]
         folder.mkdir(parents=True, exist_ok=True)
         stored = {
-            "stats": dataclasses.asdict(stats),
-            "promoted": promoted,
+            "promoted": up.indices.cpu(),
+            "promoted_weights": up.values.cpu(),
+            "suppressed": down.indices.cpu(),
+            "suppressed_weights": down.values.cpu(),
             "context_text": context_text,
         }
         partial = path.with_suffix(".partial")
-        torch.save(stored, partial)
+        torch.save({"stats": dataclasses.asdict(stats), **stored}, partial)
         partial.replace(path)  # a crash mid-write leaves no half file under the real name
-        return FeatureIndex(stats, promoted, context_text, data_path.name, path, False)
+        where = {"data_name": data_path.name, "path": path}
+        return FeatureIndex(stats, **stored, **where, from_cache=False)

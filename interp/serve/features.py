@@ -142,8 +142,18 @@ def feature(
 
     sae = _sae(worker)
     f = _checked_feature(worker, f)
-    with torch.no_grad():
-        logits = top_logits(worker.model, sae, f, min(LOGITS, worker.model.cfg.d_vocab))
+    index = indexes.get(worker.name)
+    if index is not None:  # stored at start-up
+        logits = {
+            kind: list(zip(_token_list(worker, ids[f]), weights[f].tolist(), strict=True))
+            for kind, ids, weights in (
+                ("promoted", index.promoted, index.promoted_weights),
+                ("suppressed", index.suppressed, index.suppressed_weights),
+            )
+        }
+    else:
+        with torch.no_grad():
+            logits = top_logits(worker.model, sae, f, min(LOGITS, worker.model.cfg.d_vocab))
     out: dict[str, Any] = {
         "model": worker.name,
         "feature": f,
@@ -151,7 +161,6 @@ def feature(
         "promoted": [{"token": t, "weight": w} for t, w in logits["promoted"]],
         "suppressed": [{"token": t, "weight": w} for t, w in logits["suppressed"]],
     }
-    index = indexes.get(worker.name)
     if index is not None:
         stats = index.stats
         fires = int(stats.fire_count[f])
