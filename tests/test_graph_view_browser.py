@@ -73,8 +73,10 @@ def screenshot(page, tmp_path: Path, name: str) -> None:
 
 
 def set_slider(page, name: str, value: float) -> None:
+    """Move a threshold slider and wait for the re-pruning it schedules."""
     page.fill(f"input[name={name}]", str(value))
     page.dispatch_event(f"input[name={name}]", "input")
+    page.wait_for_function("() => !document.querySelector('.gv-root').gvView.pending")
 
 
 def shown(page, selector: str) -> int:
@@ -209,3 +211,22 @@ def test_a_shared_node_id_is_resolved_by_rows_and_flagged(file_page, tmp_path):
     assert warning.startswith("1 node id(s) belong to two nodes") and "1 edge end(s)" in warning
     page.click(".gv-node.gv-feature[data-node-id='0_1_4']")
     assert "L1 #7 @4" in page.text_content(".gv-details")
+
+
+def test_two_notebook_cells_each_render(file_page, tmp_path):
+    """Two displays in one notebook are two cells of one page: each carries the viewer's
+    script, which defines the viewer once and renders every view not yet drawn."""
+    from interp.viz.html import html_page
+
+    cells = (
+        GraphView(hand_graph())._repr_html_() + GraphView(hand_graph(("a", "b", "c")))._repr_html_()
+    )
+    path = tmp_path / "notebook.html"
+    path.write_text(html_page("two cells", cells), encoding="utf-8")
+    page = file_page
+    page.goto(path.as_uri())
+    page.wait_for_selector(".gv-node")
+    roots = page.locator(".gv-root[data-gv-rendered]")
+    assert roots.count() == 2
+    assert roots.nth(0).locator(".gv-node").count() == N_NODES
+    assert roots.nth(1).locator(".gv-token").all_text_contents() == ["a", "b", "c"]

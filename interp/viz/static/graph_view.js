@@ -12,7 +12,7 @@
 
   var SVG = "http://www.w3.org/2000/svg";
   var POSITIVE = "#2563eb", NEGATIVE = "#dc2626";
-  var ROW_H = 64, SLOT = 15, PER_LINE = 10, LEFT = 10, TOP = 28, BOTTOM = 56, LABELS = 48;
+  var ROW_H = 64, SLOT = 15, PER_LINE = 10, MAX_LINES = 4, LEFT = 10, TOP = 28, BOTTOM = 56, LABELS = 48;
 
   function el(tag, cls, text) {
     var node = document.createElement(tag);
@@ -171,6 +171,10 @@
   }
 
   /* ------------------------------------------------------------------ the layout */
+  // nodes a line in a cell: logits on one line, others in at most MAX_LINES lines
+  function perLineOf(list) {
+    return list[0].kind === "logit" ? list.length : Math.max(PER_LINE, Math.ceil(list.length / MAX_LINES));
+  }
   function layout(model) {
     var nPos = Math.max(model.tokens.length, 1 + model.nodes.reduce(function (m, n) { return Math.max(m, n.ctx_idx); }, 0));
     var cells = {};
@@ -187,7 +191,7 @@
     for (var key in cells) {
       var list = cells[key], pos = list[0].ctx_idx, slot = list[0].kind === "logit" ? 30 : SLOT;
       list.sort(function (a, b) { return (a.influence === null ? 0 : a.influence) - (b.influence === null ? 0 : b.influence) || (a.token_prob > b.token_prob ? -1 : 1); });
-      var perLine = list[0].kind === "logit" ? list.length : PER_LINE;
+      var perLine = perLineOf(list);
       widths[pos] = Math.max(widths[pos], Math.min(list.length, perLine) * slot + 16);
       lines = Math.max(lines, Math.ceil(list.length / perLine));
     }
@@ -201,7 +205,7 @@
       list = cells[key];
       var kind = list[0].kind;
       slot = kind === "logit" ? 30 : SLOT;
-      perLine = kind === "logit" ? list.length : PER_LINE;
+      perLine = perLineOf(list);
       var col = list[0].ctx_idx, centre = (x[col] + x[col + 1]) / 2;
       var nLines = Math.ceil(list.length / perLine);
       list.forEach(function (n, i) {
@@ -246,7 +250,10 @@
       input.type = "range"; input.name = name; input.min = min; input.max = max; input.step = 0.01;
       input.value = value;
       var shown = el("output", null, Number(value).toFixed(2));
-      input.addEventListener("input", function () { shown.textContent = Number(input.value).toFixed(2); self.update(); });
+      input.addEventListener("input", function () {
+        shown.textContent = Number(input.value).toFixed(2);
+        self.scheduleUpdate();
+      });
       wrap.appendChild(input); wrap.appendChild(shown);
       controls.appendChild(wrap);
       return input;
@@ -343,6 +350,17 @@
       legend.appendChild(entry);
     });
     root.insertBefore(legend, body.nextSibling);
+  };
+
+  // a slider fires many input events a second: re-prune once a frame (or at once in a page
+  // that draws no frames, such as a background tab)
+  GraphView.prototype.scheduleUpdate = function () {
+    var self = this;
+    if (this.pending) return;
+    this.pending = true;
+    var run = function () { if (self.pending) { self.pending = false; self.update(); } };
+    window.requestAnimationFrame(run);
+    window.setTimeout(run, 100);
   };
 
   GraphView.prototype.update = function () {
