@@ -19,6 +19,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from interp import HookedTransformer, HookedTransformerConfig
+from interp.loading.processing import process_weights
 from tests.test_families_parity import VOCAB, tokens
 from tests.test_generation_families import ours, padded_prompts, theirs
 from tests.tolerances import logits_bound, model_error_bound
@@ -157,6 +158,23 @@ def test_sinks_are_a_weight_and_hooks_have_transformer_lens_names(loaded):
         "blocks.1.attn.hook_pattern",
     ]:
         assert name in model.hook_dict, name
+
+
+def test_from_pretrained_processing_keeps_the_logits(tmp_path):
+    """``from_pretrained``'s folds keep every log-probability: ``fold_ln`` folds ``ln2`` into
+    the router and every expert; ``fold_value_biases`` would be wrong with sinks (a pattern
+    sums to less than 1), so it is skipped with a warning naming them."""
+    make("gpt-oss-yarn-ramp-window-4").save_pretrained(tmp_path)
+    plain = HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None)
+    with pytest.warns(UserWarning, match="attention sinks \\(use_attn_sinks\\) take part"):
+        processed = HookedTransformer.from_pretrained(tmp_path, tokenizer=None)
+    assert processed.cfg.normalization_type == "RMSPre"
+    with torch.no_grad():
+        expected = plain(tokens()).log_softmax(-1)
+        got = processed(tokens()).log_softmax(-1)
+    assert (got - expected).abs().max() <= logits_bound(plain.cfg, 4 * expected.abs().max())
+    with pytest.raises(ValueError, match="fold_value_biases moves b_V into b_O"):
+        process_weights(plain, fold_ln=False, center_writing_weights=False, center_unembed=False)
 
 
 def test_generation_equals_hugging_face_generate(loaded):
