@@ -1,6 +1,6 @@
 """The mixture-of-experts families against Hugging Face itself: Mixtral, Qwen2-MoE (its shared
 expert, top-k weights not renormalised), Qwen3-MoE (renormalised, QK norms) and OLMoE (QK
-norms over all heads), as random-weight tiny models (2 layers, 4 to 8 experts, top 2) saved
+norms over all heads, top 4), as random-weight tiny models (2 layers, 4 to 8 experts, top 2) saved
 with save_pretrained and loaded with ``from_pretrained_no_processing``: fp32 logits within
 1e-4 of Hugging Face's eager and sdpa attention, patterns equal to ``output_attentions``, the
 chosen experts equal to the top-k of Hugging Face's router logits on every token (under an
@@ -65,7 +65,7 @@ CASES = {
     "qwen3-moe-renormalised-head-dim-32": Case(
         lambda: qwen3_moe(num_experts=6, norm_topk_prob=True, head_dim=32)
     ),
-    "olmoe-qk-norm-across-heads": Case(lambda: olmoe(num_experts=8)),
+    "olmoe-qk-norm-across-heads-top-4": Case(lambda: olmoe(num_experts=8, num_experts_per_tok=4)),
 }
 
 
@@ -227,7 +227,7 @@ def test_generation_equals_hugging_face_generate(pair):
 
 
 @pytest.mark.parametrize(
-    "case", ["mixtral-8-experts", "qwen2-moe-shared-expert", "olmoe-qk-norm-across-heads"]
+    "case", ["mixtral-8-experts", "qwen2-moe-shared-expert", "olmoe-qk-norm-across-heads-top-4"]
 )
 def test_from_pretrained_processing_keeps_the_logits(tmp_path, case):
     """fold_ln folds ln2 into the router and every expert (and the shared expert and its
@@ -376,7 +376,7 @@ def test_hooks_lists_the_expert_hooks(tmp_path, capsys):
             "give layers \\[0\\] a dense",
         ),
         ("qwen2-moe-shared-expert", "use_sliding_window", True, "'use_sliding_window' is true"),
-        ("olmoe-qk-norm-across-heads", "clip_qkv", 8.0, "'clip_qkv' is 8.0"),
+        ("olmoe-qk-norm-across-heads-top-4", "clip_qkv", 8.0, "'clip_qkv' is 8.0"),
     ],
 )
 def test_contradictory_configs_name_the_field(tmp_path, case, field, value, message):

@@ -8,8 +8,9 @@ sum to 1 when ``cfg.norm_topk_prob``; the weights scale each expert's output in 
 adds a shared expert every token goes through, scaled by ``sigmoid(x @ W_shared_expert_gate)``.
 
 The experts run on their own tokens only: one sort groups the routed copies of the tokens by
-expert, each expert runs once on its group, and one ``index_add_`` sums the weighted outputs
-back per token (no loop over tokens; no expert sees a token not routed to it).
+expert, each expert runs once on its group, and each token's weighted outputs are summed in
+one reduction, as Hugging Face's grouped experts do (no loop over tokens; no expert sees a
+token not routed to it).
 
 Hook points, with TransformerLens 2.18's names (its ``MoE`` flattens batch and position;
 here the router's hooks keep them apart):
@@ -150,9 +151,12 @@ class MoE(nn.Module):
         outputs = torch.cat(
             [expert(group) for expert, group in zip(self.experts, groups, strict=True)]
         )
-        scale = weights.reshape(flat.shape[0], -1)[tokens, slots, None]
-        out = torch.zeros_like(flat).index_add_(0, tokens, (outputs * scale).to(flat.dtype))
-        out = out.view(x.shape)
+        weighted = outputs * weights.reshape(flat.shape[0], -1)[tokens, slots, None]
+        # Each token's k weighted outputs summed in one reduction (float32 inside, rounded
+        # once), in slot order, as Hugging Face's grouped experts sum them.
+        per_slot = weighted.new_empty(flat.shape[0], indices.shape[-1], flat.shape[-1])
+        per_slot[tokens, slots] = weighted
+        out = per_slot.sum(dim=1).to(x.dtype).view(x.shape)
         if self.cfg.d_mlp_shared_expert is not None:
             gate = torch.sigmoid(torch.matmul(x, self.W_shared_expert_gate))
             out = out + self.hook_shared_expert_gate(gate) * self.shared_expert(x)
