@@ -110,3 +110,18 @@ def test_two_prompts_side_by_side(page, server, tmp_path):
     assert "JULIET:␣O␣Romeo␣&" in page.text_content("#compare-right h3")
     assert "feature #7" in page.text_content("#compare-left")
     screenshot(page, tmp_path, "feature_browser_compare")
+
+
+def test_the_dashboard_sae_panel_lists_a_clicked_tokens_features(page, server, tmp_path):
+    page.goto(f"{server.url}#model={CHAR}&prompt={PROMPT}")
+    page.wait_for_selector("body[data-ready='1']", state="attached")
+    settle(page)
+    assert page.locator("#sae-features a").count() == 0  # no wall of links
+    page.locator("#sae-features .token").nth(3).click()
+    links = page.locator("#sae-token-features a")
+    assert 1 <= links.count() <= 10
+    feature = links.first.text_content().split()[0].lstrip("#")
+    screenshot(page, tmp_path, "dashboard_sae_panel")
+    links.first.click()
+    page.wait_for_selector("#feature-section:not([hidden]) #feature-contexts .ctx")
+    assert page.text_content("#feature-title").endswith(f"feature {feature}")
