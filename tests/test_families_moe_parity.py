@@ -288,6 +288,12 @@ def mixtral_model(tmp_path_factory):
     return HookedTransformer.from_pretrained_no_processing(folder, tokenizer=None).eval()
 
 
+def test_stacked_mlp_weights_name_the_experts(mixtral_model):
+    with pytest.raises(ValueError, match="mixtures of 8 experts: no single W_in; .*experts\\[e\\]"):
+        _ = mixtral_model.W_in
+    assert mixtral_model.W_Q.shape[0] == mixtral_model.cfg.n_layers
+
+
 def test_left_padded_batch_rows_equal_each_prompt_alone(mixtral_model):
     batch_tokens, mask = padded_prompts()
     with torch.no_grad():

@@ -27,6 +27,13 @@ class WeightViewsMixin:
     def _stack(self, path: str) -> Tensor:
         """One weight of every block (a parameter, or a property such as grouped-query
         attention's expanded ``W_K``), stacked on a leading layer axis."""
+        if path.startswith("mlp.") and self.cfg.num_experts:
+            name = path.removeprefix("mlp.")
+            raise ValueError(
+                f"This model's MLPs are mixtures of {self.cfg.num_experts} experts: no single "
+                f"{name}; each expert has its own (blocks[i].mlp.experts[e].{name}), and the "
+                "router is blocks[i].mlp.W_gate."
+            )
         return torch.stack([operator.attrgetter(path)(block) for block in self.blocks])
 
     @property
