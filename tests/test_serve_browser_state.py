@@ -12,6 +12,7 @@ import pytest
 
 import interp
 from interp import HookedTransformer, HookedTransformerConfig
+from interp.analysis import HEAD_THRESHOLD
 from interp.serve import BackgroundServer, create_app
 from interp.serve.examples import IOI, SYMBOLS
 from interp.viz.report_data import MIN_PATCHING_GAP
@@ -153,3 +154,41 @@ def test_a_failed_prompt_empties_every_panel(page, server, tmp_path):
     assert_empty(page, "#logit-lens", "#dla", "#head-scores", "#patching-resid", "#patching-heads")
     assert page.text_content("#patching-state") == ""
     screenshot(page, tmp_path, "state-bad-prompt")
+
+
+def has_class(page, selector: str, name: str) -> bool:
+    return name in (page.get_attribute(selector, "class") or "").split()
+
+
+def test_edited_inputs_mark_their_panels_stale_until_run(page, server, tmp_path):
+    open_page(page, server, SMALL)
+    summary = page.text_content("#scores-summary")
+    assert "previous token L0H0 (0.95)" in summary and "induction L1H0 (0.45)" in summary
+    assert f"duplicate token: no head above {HEAD_THRESHOLD}" in summary
+    assert not has_class(page, "main", "stale") and not shown(page, "#stale-note")
+
+    page.fill("#prompt", "1 2 3")  # typed, not analysed: every panel is the old prompt's
+    assert has_class(page, "main", "stale") and shown(page, "#stale-note")
+    page.fill("#prompt", SYMBOLS[0])  # back to what is drawn
+    assert not has_class(page, "main", "stale") and not shown(page, "#stale-note")
+
+    patch(page)
+    page.fill("#patch-answer", "77")
+    assert has_class(page, "#patching-section", "stale")
+    assert not has_class(page, "#dla-section", "stale")
+    page.fill("#answer", "501")
+    assert has_class(page, "#dla-section", "stale")
+    screenshot(page, tmp_path, "state-stale-panels")
+    page.click("#dla-form button")
+    page.wait_for_selector("#dla .main-svg")
+    settle(page)
+    assert not has_class(page, "#dla-section", "stale")
+
+    page.fill("#prompt", "1 2 3 4 5 6")  # no repeated token: no induction head
+    page.click("#analyse")
+    page.wait_for_selector("#tokens .token")
+    settle(page)
+    assert not has_class(page, "main", "stale") and not shown(page, "#stale-note")
+    assert not has_class(page, "#patching-section", "stale")  # its old run was cleared
+    assert page.text_content("#patching-state") == ""
+    assert f"induction: no head above {HEAD_THRESHOLD}" in page.text_content("#scores-summary")

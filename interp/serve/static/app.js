@@ -74,7 +74,10 @@
       $("dla-summary").textContent = "";
       clearPlot("dla");
     },
-    scores: () => clearPlot("head-scores"),
+    scores: () => {
+      $("scores-summary").textContent = "";
+      clearPlot("head-scores");
+    },
     patching: () => {
       $("patching-state").textContent = "";
       $("patching-progress").hidden = true;
@@ -84,7 +87,10 @@
       clearPlot("patching-resid");
       clearPlot("patching-heads");
     },
-    sae: () => $("sae-features").replaceChildren(),
+    sae: () => {
+      $("sae-features").replaceChildren();
+      $("sae-token-features").replaceChildren();
+    },
   };
 
   function clearPlot(id) {
@@ -345,6 +351,14 @@
     const data = await api("head_scores", { model: state.model, prompt: state.prompt });
     if (gen !== generation) return;
     const kinds = Object.keys(data.scores);
+    // The heads the scores support (as the report's summary): interp.analysis.strongest_heads.
+    $("scores-summary").textContent =
+      `Strongest heads (named at ${data.threshold} or more; an induction head only after a ` +
+      "previous-token head in an earlier layer): " +
+      kinds.map((kind) => {
+        const best = data.strongest[kind];
+        return best ? `${kind} ${best.head} (${best.score.toFixed(2)})` : `${kind}: no head above ${data.threshold}`;
+      }).join("; ");
     const traces = kinds.map((kind, i) => {
       const z = data.scores[kind];
       return {
@@ -363,7 +377,8 @@
         hovertemplate: "%{y}%{x}: %{z:.3f}<extra>" + plotText(kind) + "</extra>",
       };
     });
-    const layout = plotLayout("Head scores on this prompt", Math.min(220 + 36 * data.scores[kinds[0]].length, 700), {
+    const layout = plotLayout("Head scores on this prompt", Math.min(250 + 36 * data.scores[kinds[0]].length, 730), {
+      margin: { l: 70, r: 30, t: 90, b: 60 }, // room for the title above the panels' names
       grid: { rows: 1, columns: kinds.length, pattern: "independent" },
       annotations: kinds.map((kind, i) => ({
         text: plotText(kind),
@@ -517,6 +532,7 @@
   async function analyse() {
     clearError();
     writeHash();
+    markStale();
     const gen = ++generation;
     if (job) await cancelPatching(false);
     Object.keys(PANELS).forEach(clearPanel);
@@ -547,6 +563,20 @@
     };
   }
 
+  // What is drawn no longer matches what is typed: the prompt (every panel), the DLA answers
+  // (its panel) or the patching inputs (its panel, once it shows a run). Dimmed until rerun.
+  function markStale() {
+    const value = (id) => ($(id).value.trim() ? $(id).value : "");
+    const promptStale = $("prompt").value !== state.prompt;
+    document.querySelector("main").classList.toggle("stale", promptStale);
+    $("stale-note").hidden = !promptStale;
+    const dlaStale = value("answer") !== state.answer || value("wrong-answer") !== state.wrong;
+    $("dla-section").classList.toggle("stale", !promptStale && dlaStale);
+    const patchingStale = Boolean(state.corrupted) && ($("corrupted").value !== state.corrupted ||
+      value("patch-answer") !== state.patchAnswer || value("patch-wrong") !== state.patchWrong);
+    $("patching-section").classList.toggle("stale", !promptStale && patchingStale);
+  }
+
   function submitPrompt() {
     return run(async () => {
       if (state.prompt !== $("prompt").value) {
@@ -570,6 +600,9 @@
   }
 
   function bind() {
+    for (const id of ["prompt", "answer", "wrong-answer", "corrupted", "patch-answer", "patch-wrong"]) {
+      $(id).addEventListener("input", markStale);
+    }
     $("prompt-form").addEventListener("submit", submitPrompt());
     $("prompt").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey) submitPrompt()(event);
@@ -591,6 +624,7 @@
       state.answer = $("answer").value.trim() ? $("answer").value : "";
       state.wrong = $("wrong-answer").value.trim() ? $("wrong-answer").value : "";
       writeHash();
+      markStale();
       clearPanel("dla");
       if (state.prompt) await inPanel("dla", generation, loadAttribution);
     }));
@@ -599,6 +633,7 @@
       state.patchAnswer = $("patch-answer").value.trim() ? $("patch-answer").value : "";
       state.patchWrong = $("patch-wrong").value.trim() ? $("patch-wrong").value : "";
       writeHash();
+      markStale();
       await inPanel("patching", generation, startPatching);
     }));
     $("cancel").addEventListener("click", run(() => cancelPatching(true)));
