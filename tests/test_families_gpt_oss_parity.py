@@ -91,6 +91,23 @@ def make(case: str) -> transformers.GptOssForCausalLM:
     return model.eval()
 
 
+@pytest.fixture(scope="module")
+def first_case(tmp_path_factory) -> Path:
+    """The first case saved once, for the tests that only edit its config or reload it."""
+    folder = tmp_path_factory.mktemp("first-case")
+    make("gpt-oss-yarn-ramp-window-4").save_pretrained(folder)
+    return folder
+
+
+def edited_copy(folder: Path, destination: Path, **edit) -> Path:
+    """``folder``'s checkpoint in ``destination``: its config.json with ``edit``, its
+    weights linked."""
+    config = json.loads((folder / "config.json").read_text()) | edit
+    (destination / "config.json").write_text(json.dumps(config))
+    (destination / "model.safetensors").symlink_to(folder / "model.safetensors")
+    return destination
+
+
 @pytest.fixture(scope="module", params=list(CASES))
 def loaded(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
@@ -160,14 +177,13 @@ def test_sinks_are_a_weight_and_hooks_have_transformer_lens_names(loaded):
         assert name in model.hook_dict, name
 
 
-def test_from_pretrained_processing_keeps_the_logits(tmp_path):
+def test_from_pretrained_processing_keeps_the_logits(first_case):
     """``from_pretrained``'s folds keep every log-probability: ``fold_ln`` folds ``ln2`` into
     the router and every expert; ``fold_value_biases`` would be wrong with sinks (a pattern
     sums to less than 1), so it is skipped with a warning naming them."""
-    make("gpt-oss-yarn-ramp-window-4").save_pretrained(tmp_path)
-    plain = HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None)
+    plain = HookedTransformer.from_pretrained_no_processing(first_case, tokenizer=None)
     with pytest.warns(UserWarning, match="attention sinks \\(use_attn_sinks\\) take part"):
-        processed = HookedTransformer.from_pretrained(tmp_path, tokenizer=None)
+        processed = HookedTransformer.from_pretrained(first_case, tokenizer=None)
     assert processed.cfg.normalization_type == "RMSPre"
     with torch.no_grad():
         expected = plain(tokens()).log_softmax(-1)
@@ -177,6 +193,7 @@ def test_from_pretrained_processing_keeps_the_logits(tmp_path):
         process_weights(plain, fold_ln=False, center_writing_weights=False, center_unembed=False)
 
 
+@pytest.mark.parametrize("loaded", ["gpt-oss-yarn-ramp-window-4"], indirect=True)
 def test_generation_equals_hugging_face_generate(loaded):
     model, hf_model = loaded
     prompt = padded_prompts()[0][:1]
@@ -265,12 +282,10 @@ def test_mxfp4_experts_load_dequantized(tmp_path):
         ),
     ],
 )
-def test_contradictory_configs_name_the_fields(tmp_path, edit, message):
-    make("gpt-oss-yarn-ramp-window-4").save_pretrained(tmp_path)
-    config = json.loads((tmp_path / "config.json").read_text()) | edit
-    (tmp_path / "config.json").write_text(json.dumps(config))
+def test_contradictory_configs_name_the_fields(first_case, tmp_path, edit, message):
+    folder = edited_copy(first_case, tmp_path, **edit)
     with pytest.raises(ValueError, match=message):
-        HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None)
+        HookedTransformer.from_pretrained_no_processing(folder, tokenizer=None)
 
 
 @pytest.mark.parametrize(
