@@ -180,6 +180,9 @@ def test_routing_hooks_edit_the_routing(loaded):
                 ("blocks.1.mlp.hook_expert_indices", lambda idx, hook: (idx + 1) % n_experts)
             ],
         )
+        out_of_range = ("blocks.1.mlp.hook_expert_indices", lambda idx, hook: idx + n_experts)
+        with pytest.raises(ValueError, match=f"holds expert .* num_experts={n_experts}"):
+            model.run_with_hooks(tokens(), fwd_hooks=[out_of_range])
     assert (rerouted - plain).abs().max() > 1e-3
     assert torch.equal(model(tokens()), before)
 

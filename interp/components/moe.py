@@ -118,12 +118,22 @@ class MoE(nn.Module):
         logits = self.hook_router_logits(torch.matmul(x, self.W_gate))
         probs = self.hook_expert_weights(torch.softmax(logits, dim=-1, dtype=torch.float32))
         indices = self.hook_expert_indices(probs.topk(self.cfg.experts_per_token, dim=-1)[1])
+        if self.hook_expert_indices.has_hooks:  # a hook's experts must exist (checked only
+            self._check_experts(indices)  # when hooked: reading the values waits for them)
         weights = probs.gather(-1, indices)
         if self.cfg.norm_topk_prob:
             weights = weights / weights.sum(dim=-1, keepdim=True)
         if not self.cfg.expert_weights_in_float32:
             weights = weights.to(x.dtype)
         return indices, weights
+
+    def _check_experts(self, indices: Int[Tensor, "batch pos k"]) -> None:
+        low, high = indices.min().item(), indices.max().item()
+        if low < 0 or high >= self.cfg.num_experts:
+            raise ValueError(
+                f"hook_expert_indices holds expert {low if low < 0 else high}, but this MoE has "
+                f"num_experts={self.cfg.num_experts} (experts 0 to {self.cfg.num_experts - 1})."
+            )
 
     def routed_tokens(
         self, indices: Int[Tensor, "n_tokens k"]
@@ -142,11 +152,6 @@ class MoE(nn.Module):
         indices, weights = self.route(x)
         flat = x.reshape(-1, x.shape[-1])
         tokens, slots, counts = self.routed_tokens(indices.reshape(flat.shape[0], -1))
-        if len(counts) != self.cfg.num_experts:
-            raise ValueError(
-                f"hook_expert_indices holds expert {len(counts) - 1}, but this MoE has "
-                f"num_experts={self.cfg.num_experts} (experts 0 to {self.cfg.num_experts - 1})."
-            )
         groups = flat.index_select(0, tokens).split(counts)
         outputs = torch.cat(
             [expert(group) for expert, group in zip(self.experts, groups, strict=True)]
