@@ -24,6 +24,7 @@ EXPECTED = [
     "07_harvesting.ipynb",
     "08_dashboard.ipynb",
     "09_model_families.ipynb",
+    "10_circuit_tracing.ipynb",
 ]
 # A guard against a hung kernel, not a speed test: each notebook takes well under a minute.
 NOTEBOOK_TIMEOUT_S = 300
