@@ -96,7 +96,7 @@ def test_attention_views_render_offline_without_errors(model, tmp_path):
         if name == "pattern":
             assert "<canvas" in body
         if name == "tokens":
-            assert "colored-tokens" in body and "&nbsp;cat" in body
+            assert "colored-tokens" in body and "␣cat" in body  # a space shown as ␣
 
 
 def test_hostile_tokens_render_as_text_in_views(tmp_path):
@@ -115,8 +115,8 @@ def test_hostile_tokens_render_as_text_in_views(tmp_path):
         assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in text
         assert "&lt;img/src/onerror=alert(2)&gt;" in text
         if name == "tokens":
-            assert '"&gt;&lt;img src=x onerror=alert(1)&gt;' in text
-            assert "&lt;|endoftext|&gt;" in text and " &amp; more" in text
+            assert '"&gt;&lt;img␣src=x␣onerror=alert(1)&gt;' in text  # spaces shown as ␣
+            assert "&lt;|endoftext|&gt;" in text and "␣&amp;␣more" in text
 
 
 def test_report_renders_every_part_without_errors_and_escapes_the_prompt(model, tmp_path):
