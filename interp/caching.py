@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from interp.cache_memory import PoolLease
 from interp.utils.slice import Slice, to_python_int
 
 PositionSlice = None | int | slice | tuple | Sequence[int] | Tensor | Slice
@@ -104,18 +103,8 @@ class ActivationKeeper:
             f"positions or a Slice, got {pos_slice!r}."
         )
 
-    def keep(self, activation: Tensor, hook_name: str, lease: PoolLease | None = None) -> Tensor:
-        """The tensor to store for ``activation`` (detached), with every option applied.
-
-        With a ``lease`` (``run_with_cache`` on the CPU), what is stored is a copy in memory
-        reused from earlier caches, not the activation (see ``interp.cache_memory``).
-        """
-        pooled = lease is not None and self.stays_on_cpu(activation)
-        if pooled:
-            axis = position_axis(hook_name)
-            copy = lease.copy_of(activation, axis)
-            if copy is not None:
-                return copy
+    def keep(self, activation: Tensor, hook_name: str) -> Tensor:
+        """The tensor to store for ``activation`` (detached), with every option applied."""
         kept = activation.detach()
         if self.remove_batch_dim:
             if kept.shape[0] != 1:
@@ -128,10 +117,6 @@ class ActivationKeeper:
         if sliced:
             axis = position_axis(hook_name) - int(self.remove_batch_dim)
             kept = self.select_positions(kept, axis, hook_name)
-        if pooled:
-            copy = lease.copy(kept, kept.dtype if self.dtype is None else self.dtype)
-            lease.remember(activation, position_axis(hook_name), copy)
-            return copy
         if self.dtype is not None:
             kept = kept.to(self.dtype)
         if self.device is not None:
@@ -139,12 +124,6 @@ class ActivationKeeper:
         if sliced and kept.untyped_storage().data_ptr() == activation.untyped_storage().data_ptr():
             kept = kept.clone()  # a view would keep every position's memory alive
         return kept
-
-    def stays_on_cpu(self, activation: Tensor) -> bool:
-        """Whether ``activation`` is on the CPU and is kept there."""
-        return activation.device.type == "cpu" and (
-            self.device is None or torch.device(self.device).type == "cpu"
-        )
 
     def select_positions(self, kept: Tensor, axis: int, hook_name: str) -> Tensor:
         n_positions = kept.shape[axis]

@@ -8,7 +8,7 @@ import torch
 from transformer_lens.HookedRootModule import HookedRootModule as TransformerLensRoot
 from transformer_lens.utilities import Slice as TransformerLensSlice
 
-from interp import HookedTransformer, HookedTransformerConfig, cache_memory
+from interp import HookedTransformer, HookedTransformerConfig
 from interp.caching import position_axis
 from interp.utils import Slice
 
@@ -104,21 +104,13 @@ def test_dtype_stores_a_smaller_type(model, tokens, dtype):
     assert small.nbytes * 2 == full.nbytes
 
 
-@pytest.mark.parametrize("reuse", [True, False])
-def test_default_cache_holds_the_activations_or_a_pooled_copy(model, tokens, reuse):
-    """On the CPU the cache holds a copy in reused memory (interp.cache_memory); with reuse
-    off it holds the activation itself, without copying."""
+def test_default_cache_holds_the_activations_without_copying(model, tokens):
     seen = {}
     hook = ("blocks.0.hook_resid_post", lambda resid, hook: seen.setdefault("resid", resid))
-    previous = cache_memory.set_reuse(reuse)
-    try:
-        with model.hooks(fwd_hooks=[hook]):
-            _, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_resid_post")
-    finally:
-        cache_memory.set_reuse(previous)
+    with model.hooks(fwd_hooks=[hook]):
+        _, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_resid_post")
     kept = cache["blocks.0.hook_resid_post"]
-    assert torch.equal(kept, seen["resid"]) and not kept.requires_grad
-    assert (kept.data_ptr() == seen["resid"].data_ptr()) == (not reuse)
+    assert kept.data_ptr() == seen["resid"].data_ptr() and not kept.requires_grad
 
 
 def test_device_cpu_keeps_values(model, tokens):

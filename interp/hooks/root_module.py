@@ -16,14 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
-from interp import cache_memory
-from interp.cache_memory import PoolLease
 from interp.caching import ActivationKeeper, PositionSlice
 from interp.hooks.hook_point import (
     Direction,
@@ -222,15 +220,11 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         cache: dict[str, Tensor] | None = None,
         pos_slice: PositionSlice = None,
         dtype: torch.dtype | None = None,
-        *,
-        lease: PoolLease | None = None,
     ) -> tuple[dict[str, Tensor], list[tuple[str, HookFn]], list[tuple[str, HookFn]]]:
         """Hooks that store activations (and gradients, as ``name + "_grad"``) in ``cache``
         (a new dict by default), which is returned with them.
 
-        The storage options are ``run_with_cache``'s (see ``interp.caching.ActivationKeeper``);
-        with a ``lease`` on a pool, CPU activations are copied into reused memory
-        (``interp.cache_memory``).
+        The storage options are ``run_with_cache``'s (see ``interp.caching.ActivationKeeper``).
         With ``device="cpu"`` on a GPU the copies do not block: call
         ``torch.cuda.synchronize()`` before reading the dict (``run_with_cache`` does).
 
@@ -245,7 +239,7 @@ class HookedRootModule(HookNamesMixin, nn.Module):
 
         def save(key: str) -> HookFn:
             def save_hook(activation: Tensor, hook: HookPoint) -> None:
-                store[key] = keeper.keep(activation, hook.name, lease)
+                store[key] = keeper.keep(activation, hook.name)
 
             save_hook.reads_only = True
             return save_hook
@@ -293,9 +287,7 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         """Run the forward pass and keep the activations that ``names_filter`` selects.
 
         The cache holds the activations themselves (detached, not copied), on their device
-        and in their dtype, unless asked otherwise (``interp.cache_memory.set_reuse(True)``
-        makes a CPU cache hold copies in memory that dropped caches released instead; off by
-        default, see ``interp.cache_memory``):
+        and in their dtype, unless asked otherwise:
 
         - ``device``: move each activation there as it is produced; ``"cpu"`` on a GPU copies
           through pinned memory without blocking, and synchronises before returning;
@@ -324,12 +316,10 @@ class HookedRootModule(HookNamesMixin, nn.Module):
                 "(torch.no_grad() or torch.inference_mode()); backward hooks need gradients: "
                 "call it outside torch.no_grad()."
             )
-        # With the opt-in pool, a CPU cache is copied into memory earlier caches released.
-        lease = cache_memory.lease(self)
         store, fwd, bwd = self.get_caching_hooks(
-            names_filter, incl_bwd, device, remove_batch_dim, None, pos_slice, dtype, lease=lease
+            names_filter, incl_bwd, device, remove_batch_dim, pos_slice=pos_slice, dtype=dtype
         )
-        with lease or nullcontext(), self.hooks(fwd, bwd, reset_hooks_end, clear_contexts):
+        with self.hooks(fwd, bwd, reset_hooks_end, clear_contexts):
             model_out = self(*model_args, **model_kwargs)
             if incl_bwd:
                 if not (isinstance(model_out, Tensor) and model_out.numel() == 1):
