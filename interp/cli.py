@@ -27,6 +27,7 @@ import interp
 from interp.circuits.cli import add_parser as add_graph_parser
 from interp.cli_support import CommandError, Parser, UsageError, run_command, terminal_text
 from interp.harvest.cli import add_parser as add_harvest_parser
+from interp.malloc_tuning import keep_freed_memory
 from interp.model import HookedTransformer
 from interp.models.by_name import load_named_model
 from interp.sae.cli import add_parser as add_features_parser
@@ -278,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that run forward after forward: run as the program (``interp ...``, argv from the
+# command line), the process is theirs, so glibc keeps the memory they free.
+MANY_FORWARDS = ("demo", "serve", "harvest")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``interp`` command; returns its exit code (0 ok, 1 runtime). A usage error
     prints the usage and exits 2 (``SystemExit``), as argparse does.
@@ -290,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.parser.error("--answer and --wrong-answer need --corrupted")
     if args.command == "report" and args.sae_data and not args.sae:
         args.parser.error("--sae-data needs --sae")
+    if argv is None and args.command in MANY_FORWARDS:
+        keep_freed_memory()  # the process is this command's own (see interp.malloc_tuning)
     return run_command(args)
 
 
