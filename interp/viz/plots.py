@@ -63,6 +63,20 @@ def position_labels(tokens: Sequence[str]) -> list[str]:
     return [f"{token_label(token)}|{position}" for position, token in enumerate(tokens)]
 
 
+def visible_position_labels(labels: Sequence[str]) -> list[str]:
+    """``"token|position"`` labels (as ``PatchingResult.labels("pos")``) with each token's
+    whitespace made visible, as ``position_labels`` writes them.
+
+    Example:
+        >>> visible_position_labels([" cat|1", "a|b|2"])
+        ['␣cat|1', 'a|b|2']
+    """
+    return [
+        f"{token_label(token)}|{position}"
+        for token, _, position in (label.rpartition("|") for label in labels)
+    ]
+
+
 def log_axis(values: Sequence[float]) -> dict:
     """A plotly log axis whose ticks read as numbers: 1, 2, 5 times each power of ten
     between the smallest and largest positive value (only the powers of ten past four
