@@ -304,4 +304,5 @@ def test_labels_use_tokens_when_the_model_has_a_tokenizer():
     ]
     assert result.labels("layer") == ["L0", "L1", "L2"]
     figure = result.plot()
+    assert list(figure.layout.xaxis.ticktext)[2:4] == ["␣Alice|2", "␣and|3"]  # spaces shown
     assert list(figure.data[0].z.shape) == [N_LAYERS, 6]

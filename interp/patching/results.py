@@ -78,7 +78,7 @@ class LabelledTensor(Tensor):
 
     def plot(self, **imshow_kwargs: Any):
         """A plotly heatmap of a 2-D result with its labels (``interp.viz.plots.imshow``)."""
-        from interp.viz.plots import imshow
+        from interp.viz.plots import imshow, visible_position_labels
 
         if self.ndim != 2:
             raise ValueError(
@@ -86,9 +86,13 @@ class LabelledTensor(Tensor):
                 "e.g. result[0].plot() is a plain tensor, so use imshow(result[0], ...) instead."
             )
         y_name, x_name = self.axis_names
+        y_labels, x_labels = (
+            visible_position_labels(labels) if name in POSITION_AXES else labels
+            for name, labels in zip(self.axis_names, self.axis_labels, strict=True)
+        )
         options = dict(
-            y_labels=self.axis_labels[0],
-            x_labels=self.axis_labels[1],
+            y_labels=y_labels,
+            x_labels=x_labels,
             y_title=y_name,
             x_title=x_name,
         )
