@@ -415,7 +415,7 @@ class Attention(nn.Module):
         batch, n_heads, query_len, _ = scores.shape
         sinks = self.W_sinks.to(scores.dtype)[None, :, None, None]
         combined = torch.cat([scores, sinks.expand(batch, n_heads, query_len, 1)], dim=-1)
-        combined = combined - combined.amax(dim=-1, keepdim=True)
+        combined = combined.sub_(combined.amax(dim=-1, keepdim=True))  # a fresh tensor
         return combined.softmax(dim=-1, dtype=combined.dtype)[..., :-1]
 
     def fast_attention(

@@ -40,10 +40,15 @@ class GptOssExpert(Expert):
         # Product, then bias, each rounded, as Hugging Face's ``x @ W + b`` (not one addmm).
         gate = self.hook_gate(torch.matmul(x, self.W_gate) + self.b_gate)
         pre = self.hook_pre(torch.matmul(x, self.W_in) + self.b_in)
-        gate = gate.clamp(max=self.limit)
-        glu = gate * torch.sigmoid(gate * self.alpha)
-        post = self.hook_post((pre.clamp(min=-self.limit, max=self.limit) + 1) * glu)
-        return torch.matmul(post, self.W_out) + self.b_out
+        # In place on fresh tensors only (never on what a hook may have kept): the same
+        # operations in Hugging Face's order, with half the allocations.
+        clamped = gate.clamp(max=self.limit)
+        glu = torch.sigmoid(clamped * self.alpha).mul_(clamped)
+        del clamped
+        up = pre.clamp(min=-self.limit, max=self.limit).add_(1)
+        post = self.hook_post(up.mul_(glu))
+        del glu
+        return torch.matmul(post, self.W_out).add_(self.b_out)
 
 
 class GptOssMoE(MoE):
