@@ -49,7 +49,7 @@ def test_demo_runs_as_a_fresh_process_offline_and_exits_0(tmp_path):
     assert result.returncode == 0, result.stderr
     assert f"report written to {out.resolve()}" in result.stdout
     assert "next-token prediction:" in result.stdout and "top induction head:" in result.stdout
-    assert (tmp_path / "report_assets" / "plotly.min.js").stat().st_size > 1_000_000  # beside it
+    assert (tmp_path / "report_assets" / "plotly-cartesian.min.js").stat().st_size > 1_000_000
     # The shipped attn-only-2l completes the repeated sequence from its first copy.
     assert "model: attn-only-2l" in result.stdout
     assert "next-token prediction: '501'" in result.stdout
