@@ -357,14 +357,14 @@ def _graph_scores(
 def quick_figures(
     folder: str | Path | None = None, recipe: TranscoderRecipe = TranscoderRecipe()
 ) -> dict[str, Any]:
-    """The figures on the first ``QUICK_EVAL_CHARS`` held-out characters, one graph (what
-    ``tests/test_circuits_shipped.py`` recomputes) of the set in ``folder`` (default: the
-    shipped one)."""
+    """The figures on the first ``QUICK_EVAL_CHARS`` held-out characters, with one graph of
+    32 characters (what ``tests/test_circuits_shipped.py`` recomputes), of the set in
+    ``folder`` (default: the shipped one)."""
 
     torch.set_num_threads(recipe.threads)
     transcoders = load_transcoders(folder or SHIPPED_NAME)
     text = split_text(default_text())[1][:QUICK_EVAL_CHARS]
-    quick = replace(recipe, n_score_prompts=1)
+    quick = replace(recipe, n_score_prompts=1, score_prompt_chars=32)
     return transcoder_figures(interp.load_model(recipe.model), transcoders, quick, text)
 
 
