@@ -167,6 +167,7 @@ def tiny_folders(tmp_path_factory):
         n_layers=2, d_model=32, n_heads=2, d_mlp=64, d_vocab=50257, n_ctx=32, seed=0
     )
     HookedTransformer(cfg, tokenizer="gpt2").save(folder / "model")
+    torch.manual_seed(0)  # the same transcoders whatever ran before
     tiny_transcoders("gemma2", skip=True, b_enc=0.0).save(folder / "tc")  # hook_resid_mid
     return folder
 

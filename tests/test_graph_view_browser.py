@@ -190,9 +190,12 @@ def test_served_graph_and_file_picker(browser, tmp_path):
         assert not page.problems, page.problems
 
 
-def test_a_shared_node_id_is_resolved_by_rows_and_flagged(file_page, tmp_path):
+def test_a_shared_node_id_is_told_apart_and_flagged(file_page, tmp_path):
     """circuit-tracer 0.5.0 names the error node of layer 1 at position 4 "0_1_4", the id of
-    feature 1 of layer 0 there: an edge into layer 1 can only come from the feature."""
+    feature 1 of layer 0 there. create_graph_files lists a target's links by source in
+    graph order (features, errors, tokens): after another error it is the error, before a
+    feature the feature; into layer 1 only the layer-0 feature can lead; a target is never
+    the error (errors have no inputs)."""
     from tests.test_graph_view import node
 
     data = hand_graph()
@@ -201,16 +204,27 @@ def test_a_shared_node_id_is_resolved_by_rows_and_flagged(file_page, tmp_path):
         node("0_1_4", "mlp reconstruction error", "1", 4, influence=0.1),
     ]
     data["links"] += [
-        {"source": "0_1_4", "target": "1_7_4", "weight": 0.3},  # the feature: row 1 < row 2
-        {"source": "0_1_4", "target": "3_7_4", "weight": 0.2},  # either: drawn at the feature
+        {"source": "0_1_4", "target": "1_6_3", "weight": 0.31},  # a row below: the feature
+        {"source": "0_-1_4", "target": "3_7_4", "weight": 0.01},  # (another error, then)
+        {"source": "0_1_4", "target": "3_7_4", "weight": 0.32},  # the error
+        {"source": "0_1_4", "target": "3_8_4", "weight": 0.33},  # (then a feature:)
+        {"source": "1_7_4", "target": "3_8_4", "weight": 0.02},  # the feature
+        {"source": "0_1_4", "target": "1_7_4", "weight": 0.34},  # a row below: the feature
+        {"source": "E_14_4", "target": "0_1_4", "weight": 0.35},  # an error has no input
     ]
     page = file_page
     page.goto(GraphView(data).save(tmp_path / "shared.html").as_uri())
     page.wait_for_selector(".gv-node")
-    warning = page.text_content(".gv-warning")
-    assert warning.startswith("1 node id(s) belong to two nodes") and "1 edge end(s)" in warning
+    assert page.text_content(".gv-warning").startswith("1 node id(s) belong to two nodes")
+    assert "0 edge(s) from such an id could not be told apart" in page.text_content(".gv-warning")
     page.click(".gv-node.gv-feature[data-node-id='0_1_4']")
-    assert "L1 #7 @4" in page.text_content(".gv-details")
+    details = page.text_content(".gv-details")
+    for weight in ("+0.310", "+0.330", "+0.340", "+0.350"):
+        assert weight in details, weight
+    assert "+0.320" not in details
+    page.click(".gv-node.gv-error[data-node-id='0_1_4']")
+    details = page.text_content(".gv-details")
+    assert "+0.320" in details and "+0.310" not in details and "+0.350" not in details
 
 
 def test_two_notebook_cells_each_render(file_page, tmp_path):
@@ -230,3 +244,40 @@ def test_two_notebook_cells_each_render(file_page, tmp_path):
     assert roots.count() == 2
     assert roots.nth(0).locator(".gv-node").count() == N_NODES
     assert roots.nth(1).locator(".gv-token").all_text_contents() == ["a", "b", "c"]
+
+
+def test_shared_ids_of_a_traced_graph_get_the_adjacency_s_edges(file_page, tiny_folders, tmp_path):  # noqa: F811
+    """On a real graph with a shared id, each of the two nodes shows exactly the edges the
+    adjacency matrix gives it (a weight names its source: feature or error column)."""
+    from interp.circuits import ReplacementModel, attribute, graph_view
+
+    replacement = ReplacementModel.from_pretrained(
+        str(tiny_folders / "model"), str(tiny_folders / "tc")
+    )
+    graph = attribute("A cat sat", replacement, batch_size=64)
+    view = graph_view(graph, replacement, scan="tiny", node_threshold=1.0, edge_threshold=1.0)
+    ids = [n["node_id"] for n in view.graph["nodes"]]
+    shared = sorted({i for i in ids if ids.count(i) == 2})
+    assert shared == ["0_1_3"], "the error of layer 1 at 3 and feature 1 of layer 0 there"
+    page = file_page
+    page.goto(view.save(tmp_path / "shared.html").as_uri())
+    page.wait_for_selector(".gv-node")
+    drawn = page.evaluate(
+        """() => document.querySelector('.gv-root').gvView.model.links
+            .map(l => [l.source.node_id, l.source.kind, l.target.node_id, l.weight])"""
+    )
+    n_features, n_pos = len(graph.selected_features), graph.n_pos
+    active = graph.active_features[graph.selected_features].tolist()  # [n, 3]
+    adjacency = graph.adjacency_matrix
+    kinds = {kind for source, kind, _, _ in drawn if source in shared}
+    assert kinds == {"feature", "error"}, "edges from both nodes of the shared id"
+    for node_id in shared:
+        _, layer, pos = (int(part) for part in node_id.split("_"))
+        feature_column = active.index([0, pos, layer])  # feature `layer` of layer 0
+        error_column = n_features + layer * n_pos + pos
+        for source, kind, target, weight in drawn:
+            if source != node_id:
+                continue
+            column = feature_column if kind == "feature" else error_column
+            closest = (adjacency[:, column] - weight).abs().min()
+            assert closest < 1e-6 * adjacency.abs().max(), (node_id, kind, target, weight)

@@ -12,8 +12,9 @@ as text, so the page needs no network and token text never becomes markup.
 
 circuit-tracer 0.5.0 (and so ``create_graph_files``) names the error node of layer ``l`` at
 position ``p`` ``"0_{l}_{p}"``, which is also the id of feature ``l`` of layer 0 there: the
-viewer keeps both nodes, gives an edge to the one whose row fits (a source sits below its
-target) and says how many edge ends stayed ambiguous.
+viewer keeps both nodes and tells their edges apart by what the file's order and the graph
+allow (a target is never an error; a target's links are listed by source in graph order,
+features before errors; a source sits below its target), and says how many it could not.
 
 ``extras`` (optional) adds what the JSON does not hold, by feature (``"{layer}_{feature}"``):
 ``activations`` [[position, value], ...] on the prompt, ``promoted`` / ``suppressed``

@@ -28,6 +28,10 @@
   function visible(token) {
     return String(token).replace(/ /g, "\u2423").replace(/\r?\n/g, "\u21b5").replace(/\t/g, "\u21e5");
   }
+  // a clerp keeps its spaces; line breaks and tabs in it are shown, not obeyed
+  function visibleBreaks(text) {
+    return String(text).replace(/\r?\n/g, "\u21b5").replace(/\t/g, "\u21e5");
+  }
   function fmt(value) {
     if (value === null || value === undefined) return "\u2013";
     var a = Math.abs(value);
@@ -56,24 +60,14 @@
       n.token = tokens[n.ctx_idx] !== undefined ? tokens[n.ctx_idx] : "";
       n.incoming = []; n.outgoing = [];
     });
-    // A shared id is resolved by the rows: a source sits below its target. What stays
-    // ambiguous goes to the first node of that id (the feature) and is counted.
-    var ambiguous = 0;
-    function resolve(id, below, other) {
-      var found = byId[id] || [];
-      if (found.length < 2 || !other) return found[0];
-      var fitting = found.filter(function (n) { return below ? n.row < other.row : n.row > other.row; });
-      if (fitting.length !== 1) ambiguous++;
-      return fitting[0] || found[0];
-    }
+    // A shared id (an error's and a feature's, see resolveLinks) is resolved by what an
+    // attribution graph allows; what stays ambiguous goes to the feature and is counted.
+    var resolved = resolveLinks(graph.links, byId);
     var links = [];
-    graph.links.forEach(function (l) {
-      var s = resolve(l.source, true, (byId[l.target] || [])[0]);
-      var t = resolve(l.target, false, s);
-      if (!s || !t) return;
-      var link = { source: s, target: t, weight: Number(l.weight) };
-      links.push(link); s.outgoing.push(link); t.incoming.push(link);
+    resolved.links.forEach(function (link) {
+      links.push(link); link.source.outgoing.push(link); link.target.incoming.push(link);
     });
+    var ambiguous = resolved.ambiguous;
     var maxWeight = links.reduce(function (m, l) { return Math.max(m, Math.abs(l.weight)); }, 0) || 1;
     var q = graph.qParams || {};
     return {
@@ -86,19 +80,59 @@
     };
   }
 
+  var RANK = { feature: 0, error: 1, embedding: 2 };  // sources' order in the adjacency matrix
+  /* Links [{source, target, weight}] with node objects for ids. circuit-tracer 0.5.0 names the
+   * error node of layer l at position p "0_{l}_{p}", the id of feature l of layer 0 there.
+   * Error and token nodes have no inputs, so a target is never the error. For a source:
+   * create_graph_files lists each target's links by source in graph order (features, then
+   * errors, then tokens), so a source after an error of the same target is the error, one
+   * before a feature is the feature, and an id met twice for one target is the feature first.
+   * Else the source must sit in a row below its target's. */
+  function resolveLinks(raw, byId) {
+    var out = [], ambiguous = 0, i = 0;
+    function candidates(id) { return byId[id] || []; }
+    while (i < raw.length) {
+      var j = i;
+      while (j < raw.length && raw[j].target === raw[i].target) j++;
+      var targets = candidates(raw[i].target).filter(function (n) { return n.kind !== "error" && n.kind !== "embedding"; });
+      var target = targets[0] || candidates(raw[i].target)[0];
+      var run = raw.slice(i, j).map(function (l) { return candidates(l.source); });
+      var ranks = run.map(function (found) { return found.length === 1 ? RANK[found[0].kind] : null; });
+      var seen = {};
+      for (var k = 0; k < run.length; k++) {
+        var found = run[k], source = found[0], l = raw[i + k];
+        if (found.length > 1 && target) {
+          var before = Math.max.apply(null, [-1].concat(ranks.slice(0, k).filter(function (r) { return r !== null; })));
+          var after = Math.min.apply(null, [9].concat(ranks.slice(k + 1).filter(function (r) { return r !== null; })));
+          var byKind = function (kind) { return found.filter(function (n) { return n.kind === kind; })[0]; };
+          var below = found.filter(function (n) { return n.row < target.row; });
+          if (before >= RANK.error || seen[l.source]) source = byKind("error") || source;
+          else if (after <= RANK.feature) source = byKind("feature") || source;
+          else if (below.length === 1) source = below[0];
+          else { source = byKind("feature") || source; ambiguous++; }
+          ranks[k] = RANK[source.kind];
+          seen[l.source] = true;
+        }
+        if (source && target) out.push({ source: source, target: target, weight: Number(l.weight) });
+      }
+      i = j;
+    }
+    return { links: out, ambiguous: ambiguous };
+  }
+
   function nodeTitle(n) {
     if (n.kind === "embedding") return "Token " + JSON.stringify(n.token) + " at position " + n.ctx_idx;
-    if (n.kind === "logit") return n.clerp || ("Logit " + n.feature);
+    if (n.kind === "logit") return n.clerp ? visibleBreaks(n.clerp) : "Logit " + n.feature;
     if (n.kind === "error") return "MLP error, layer " + n.layer + ", position " + n.ctx_idx;
-    return (n.clerp ? n.clerp + " \u2014 " : "") + "Feature " + featureIndex(n) + " of layer " +
+    return (n.clerp ? visibleBreaks(n.clerp) + " \u2014 " : "") + "Feature " + featureIndex(n) + " of layer " +
       n.layer + " at position " + n.ctx_idx;
   }
   /* a short name for lists: "L1 #14 @24", "error L0 @3", "token "cat" @2", "logit "dog"" */
   function shortLabel(n) {
-    if (n.kind === "feature") return "L" + n.layer + " #" + featureIndex(n) + " @" + n.ctx_idx + " " + visible(n.token) + (n.clerp ? " \u2014 " + n.clerp : "");
+    if (n.kind === "feature") return "L" + n.layer + " #" + featureIndex(n) + " @" + n.ctx_idx + " " + visible(n.token) + (n.clerp ? " \u2014 " + visibleBreaks(n.clerp) : "");
     if (n.kind === "error") return "error L" + n.layer + " @" + n.ctx_idx + " " + visible(n.token);
     if (n.kind === "embedding") return "token " + visible(n.token) + " @" + n.ctx_idx;
-    return n.clerp || ("logit " + n.feature);
+    return n.clerp ? visibleBreaks(n.clerp) : "logit " + n.feature;
   }
   function featureIndex(n) { return Number(String(n.node_id).split("_")[1]); }
 
@@ -239,7 +273,7 @@
     if (model.shared) {
       info.appendChild(el("div", "gv-warning", model.shared + " node id(s) belong to two nodes (circuit-tracer 0.5.0 names " +
         "error nodes \"0_{layer}_{pos}\", which can equal a feature's \"{layer}_{feature}_{pos}\"); " +
-        model.ambiguous + " edge end(s) with such an id could not be told apart and are drawn at the feature."));
+        model.ambiguous + " edge(s) from such an id could not be told apart and are drawn from the feature."));
     }
     header.appendChild(info);
     var controls = el("div", "gv-controls");
@@ -306,7 +340,7 @@
       else {
         g.appendChild(svg("rect", { x: -6, y: -6, width: 12, height: 12, rx: 6 }));
         var text = svg("text", { y: -10, "text-anchor": "middle", class: "gv-logit-label" });
-        var m = /^Output "(.*)" \(p=/.exec(n.clerp || "");
+        var m = /^Output "([\s\S]*)" \(p=/.exec(n.clerp || "");
         var word = visible(m ? m[1] : String(n.feature));
         text.textContent = word.length > 5 ? word.slice(0, 4) + "\u2026" : word;
         g.appendChild(text);
@@ -490,7 +524,7 @@
     var rows = [["node", n.node_id], ["type", n.feature_type], ["layer", n.layer], ["position", n.ctx_idx + " (" + visible(n.token) + ")"]];
     if (n.kind === "feature") rows.push(["feature", String(featureIndex(n))]);
     rows.push(["activation", fmt(n.activation)], ["influence", fmt(n.influence)]);
-    if (n.clerp) rows.push(["clerp", n.clerp]);
+    if (n.clerp) rows.push(["clerp", visibleBreaks(n.clerp)]);
     rows.forEach(function (r) {
       var tr = el("tr"); tr.appendChild(el("th", null, r[0])); tr.appendChild(el("td", null, String(r[1]))); facts.appendChild(tr);
     });
