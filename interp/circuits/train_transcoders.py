@@ -31,6 +31,7 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ class TranscoderRecipe:
 
 def _paired_batches(
     folder: Path, layer: int, recipe: TranscoderRecipe
-) -> Any:  # Iterator[tuple[Tensor, Tensor]]
+) -> Iterator[tuple[Tensor, Tensor]]:
     """(MLP input, MLP output) batches of layer ``layer``, shuffled, for ``recipe.steps``
     steps (as many epochs of the harvest as that takes)."""
     hook_in, hook_out = (f"blocks.{layer}.{hook}" for hook in HARVEST_HOOKS)
