@@ -196,6 +196,16 @@ def test_each_model_has_an_example_prompt_it_reads(client):
         assert prompt != corrupted and lengths[0] == lengths[1] > 1, name
 
 
+@pytest.mark.parametrize("name", [ATTN, CHAR])
+def test_each_example_is_a_well_conditioned_patching_run(client, name):
+    model = next(m for m in client.get("/api/models").json()["models"] if m["name"] == name)
+    body = {"model": name, "prompt": model["example_prompt"]}
+    job = client.post("/api/patching", json=body | {"corrupted": model["example_corrupted"]})
+    result = wait_for(client, job.json()["id"])["result"]
+    assert result["warning"] is None  # the default answers' gap is at least MIN_PATCHING_GAP
+    assert abs(result["clean_logit_diff"] - result["corrupted_logit_diff"]) >= MIN_PATCHING_GAP
+
+
 def test_a_patching_result_warns_when_clean_and_corrupted_are_too_close(client):
     def patching(corrupted):
         body = {"model": ATTN, "prompt": SYMBOLS[0], "corrupted": corrupted}

@@ -13,12 +13,13 @@ from __future__ import annotations
 from interp.model import HookedTransformer
 
 CHARACTER_VOCAB = 256  # a vocabulary this small is read one character a token
-# The play's first lines, then their start again: a character model copies "further" from
-# the first copy (an induction head's job); the corrupted first copy says "farther".
+# The play's first lines, then their start again, cut inside "further": a character model
+# completes "fu" with "r"; the corrupted prompt says "farther" in both places, so patching
+# shows where the model reads the word it is spelling (its gap is over 2 logits).
 _CITIZEN = "First Citizen:\nBefore we proceed any {}, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
 SHAKESPEARE = (
-    _CITIZEN.format("further") + "First Citizen:\nBefore we proceed any f",
-    _CITIZEN.format("farther") + "First Citizen:\nBefore we proceed any f",
+    _CITIZEN.format("further") + "First Citizen:\nBefore we proceed any fu",
+    _CITIZEN.format("farther") + "First Citizen:\nBefore we proceed any fa",
 )
 # The indirect-object sentence (Wang et al. 2022): " Mary" is the answer, " John" the wrong one.
 IOI = (
