@@ -58,7 +58,8 @@ def test_alias_table_equals_transformer_lens_for_the_supported_families():
     families += ("EleutherAI/gpt-neox", "mistralai/Mistral-Small", "Qwen/QwQ")
     families += ("facebook/opt-", "EleutherAI/gpt-neo-", "EleutherAI/gpt-j-", "roneneldan/")
     families += ("microsoft/phi-1", "microsoft/phi-2", "microsoft/Phi-3", "microsoft/phi-4")
-    families += ("google/gemma-2b", "google/gemma-7b", "bigscience/bloom-")
+    families += ("google/gemma-2b", "google/gemma-7b", "bigscience/bloom-", "mistralai/Mixtral-")
+    families += ("openai/gpt-oss-",)
     theirs = {
         name: tl.MODEL_ALIASES.get(name, [])
         for name in tl.OFFICIAL_MODEL_NAMES
