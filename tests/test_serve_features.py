@@ -195,7 +195,7 @@ def test_steering_a_neuron_and_a_direction_equals_the_python_hooks(client, model
     assert data["steered"]["continuation"].startswith("e")
 
 
-def test_steering_errors_name_the_bad_value(client):
+def test_steering_errors_name_the_bad_value(client, model):
     bad = [
         ({"target": "feature", "feature": 5000, "mode": "clamp"}, "feature 5000 is out of range"),
         ({"target": "neuron", "layer": 9, "neuron": 0, "mode": "add"}, "layer 9 is out of range"),
@@ -213,7 +213,13 @@ def test_steering_errors_name_the_bad_value(client):
     for edit, message in bad:
         code, error = post(client, "steer", model=CHAR, prompt=PROMPT, edits=[edit])
         assert code == 422 and message in error["error"], error
-    assert client.get("/api/models").status_code == 200  # still serving
+    # still serving, and the next forward is the model's own
+    code, data = post(client, "features/prompt", model=CHAR, prompt="JULIET: O")
+    with torch.no_grad():
+        logits = model(model.to_tokens("JULIET: O"))[0, -1]
+    assert code == 200 and data["predictions"][0]["prob"] == pytest.approx(
+        float(logits.softmax(-1).max()), abs=1e-5
+    )
 
 
 def test_without_data_a_feature_has_no_dataset_part_and_search_says_how(model, sae):
