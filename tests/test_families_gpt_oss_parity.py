@@ -259,6 +259,26 @@ def test_mxfp4_experts_load_dequantized(tmp_path):
         assert (model(tokens()) - expected).abs().max() <= logits_bound(model.cfg, expected)
 
 
+@pytest.mark.parametrize("layout", ["rope_scaling", "no rope settings"])
+def test_older_and_missing_rope_settings_read_as_hugging_face_reads_them(
+    first_case, tmp_path, layout
+):
+    """The older ``rope_scaling`` + ``rope_theta`` fields (the published config.json's), or
+    none at all (GptOssConfig's YaRN default and its rope_theta of 150000)."""
+    config = json.loads((first_case / "config.json").read_text())
+    rope = config.pop("rope_parameters")
+    edit = {"rope_parameters": None}
+    if layout == "rope_scaling":
+        edit |= dict(rope_theta=rope.pop("rope_theta"), rope_scaling=rope)
+    folder = edited_copy(first_case, tmp_path, **edit)
+    hf_model = transformers.GptOssForCausalLM.from_pretrained(folder).eval()
+    model = HookedTransformer.from_pretrained_no_processing(folder, tokenizer=None).eval()
+    assert torch.equal(model.blocks[0].attn.rotary.inv_freq, hf_model.model.rotary_emb.inv_freq)
+    with torch.no_grad():
+        expected = hf_model(tokens()).logits
+        assert (model(tokens()) - expected).abs().max() <= logits_bound(model.cfg, expected)
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

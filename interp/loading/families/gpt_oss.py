@@ -60,20 +60,24 @@ DEFAULTS = LLAMA_DEFAULTS | dict(
     swiglu_alpha=1.702,
     swiglu_limit=7.0,
     attention_bias=True,
-    rope_parameters=dict(
-        rope_type="yarn",
-        rope_theta=150000.0,
-        factor=32.0,
-        beta_fast=32.0,
-        beta_slow=1.0,
-        truncate=False,
-        original_max_position_embeddings=4096,
-    ),
+    rope_theta=150000.0,  # GptOssConfig.default_theta
+)
+# GptOssConfig's rope settings when config.json has neither rope_parameters nor the older
+# rope_scaling (a default for the whole setting, not per field: rope_scaling's own win).
+DEFAULT_ROPE = dict(
+    rope_type="yarn",
+    factor=32.0,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    truncate=False,
+    original_max_position_embeddings=4096,
 )
 
 
 def config(values: dict[str, Any]) -> dict[str, Any]:
     n_layers = positive_int(values, "num_hidden_layers")
+    if values.get("rope_parameters") is None and values.get("rope_scaling") is None:
+        values = values | dict(rope_parameters=DEFAULT_ROPE | dict(rope_theta=values["rope_theta"]))
     rope = rope_parameters(values)
     where, theta_field = rope_field_names(values)
     if rope["rope_type"] not in ("yarn", "default"):
