@@ -6,9 +6,9 @@ same weights into interp (``from_hf_model``). Side by side, interleaved round by
 prints ratios of best-of-N times (the machine may be shared and noisy), never absolute figures:
 
 - the plain forward (logits), interp against Hugging Face (target <= 1.0);
-- ``run_with_cache`` of every hook against interp's own forward (target <= 1.1), and the
-  same with its opt-in CPU storage pool on (``interp.cache_memory``), with the minor page faults
-  of one call of each;
+- ``run_with_cache`` of every hook against interp's own forward (target <= 1.1), with glibc's
+  defaults and with ``interp.malloc_tuning.keep_freed_memory()`` (the other setting in a child
+  process, see ``allocator.py``), with the minor page faults of one call of each;
 - a Mixtral-shaped model (4 layers, d_model 512, 8 experts of 1792, top 2; 4 x 256 tokens):
   its forward against Hugging Face's ``MixtralForCausalLM`` on the same weights (target
   <= 1.05) and ``run_with_cache`` of every hook, each expert's included, against that
@@ -55,7 +55,8 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from bench_model import cache_bytes, fault_counts, memory_parser, memory_setting, reusing  # noqa: E402
+from allocator import cache_cost, cache_cost_in_child, cost_lines, memory_setting, print_cost  # noqa: E402
+from bench_model import cache_bytes, child_argv, memory_parser  # noqa: E402
 from bench_patching import timed  # noqa: E402
 from ratio_report import parse_ratio_args, print_ratio_table, printer  # noqa: E402
 from timing import best_times, synchronize  # noqa: E402
@@ -185,11 +186,12 @@ def random_tokens(shape: LlamaShape, device: str, seed: int) -> torch.Tensor:
 
 
 def forward_rows(
-    shape: LlamaShape, device: str, dtype: torch.dtype, repeats: int, say
-) -> list[tuple[str, float, str]]:
+    shape: LlamaShape, device: str, dtype: torch.dtype, repeats: int, say, allocator: str
+) -> tuple[list[tuple[str, float, str]], dict[str, float]]:
     """Forward against Hugging Face; then, with Hugging Face's model released (it takes no
     part in that ratio, and its memory would only crowd the allocator), a full cache against
-    the forward."""
+    the forward (its ratio and page faults, under this process's ``allocator`` setting, are
+    also returned)."""
     hf = build_llama(shape, device, dtype)
     ours = from_hf_model(hf, tokenizer=None).eval()
     tokens = random_tokens(shape, device, seed=1)
@@ -206,12 +208,7 @@ def forward_rows(
         )
         del hf_forward, hf
         gc.collect()
-        contenders = {
-            "interp forward": lambda: ours(tokens),
-            "interp cache all": reusing(True, lambda: ours.run_with_cache(tokens)),
-            "no pool": reusing(False, lambda: ours.run_with_cache(tokens)),
-        }
-        against_forward = best_times(contenders, repeats, device)
+        cost = cache_cost(ours, tokens, repeats, device)
         held, peak, n_cached = cache_bytes(lambda: ours.run_with_cache(tokens), device)
         say(
             f"  the full cache holds {n_cached} of {len(ours.hook_dict)} hooks, "
@@ -219,30 +216,19 @@ def forward_rows(
         )
         if device.startswith("cuda"):
             say(f"  peak GPU memory of a full-cache run above the weights: {peak / 2**30:.2f} GiB")
-        else:
-            faults = fault_counts(contenders)
-            say(
-                f"  minor page faults of one call: forward {faults['interp forward']:,}; "
-                f"full cache {faults['interp cache all']:,} with the opt-in storage pool, "
-                f"{faults['no pool']:,} without (fresh pages the kernel maps and zeroes)"
-            )
     return [
         (
             "plain forward: interp / HF (sdpa)",
             against_hf["interp forward"] / against_hf["hf forward"],
             "<= 1.0",
         ),
-        (
-            "run_with_cache, every hook: interp / interp forward",
-            against_forward["no pool"] / against_forward["interp forward"],
-            "<= 1.1",
-        ),
-        (
-            "run_with_cache, every hook, storage pool on (opt-in): interp / interp forward",
-            against_forward["interp cache all"] / against_forward["interp forward"],
-            "",
-        ),
-    ]
+        cache_row(allocator, cost),
+    ], cost
+
+
+def cache_row(allocator: str, cost: dict[str, float]) -> tuple[str, float, str]:
+    label = f"run_with_cache, every hook, {allocator}: interp / interp forward"
+    return label, cost["ratio"], "<= 1.1"
 
 
 def moe_rows(
@@ -379,7 +365,24 @@ def run(args: argparse.Namespace) -> list[str]:
         f"{device}, {torch.get_num_threads()} threads, best of {repeats} interleaved rounds, "
         f"torch {torch.__version__}, transformers {transformers.__version__}, {allocator}"
     )
-    rows = forward_rows(forward_shape, device, dtype, repeats, say)
+    if args.cache_cost:  # the child process of cache_cost_in_child
+        ours = from_hf_model(build_llama(forward_shape, device, dtype), tokenizer=None).eval()
+        with torch.no_grad():
+            print_cost(cache_cost(ours, random_tokens(forward_shape, device, 1), repeats, device))
+        return lines
+    rows, cost = forward_rows(forward_shape, device, dtype, repeats, say, allocator)
+    if device == "cpu":  # the other allocator setting, in a child process
+        other = memory_setting(False) if args.keep_freed_memory else "keep_freed_memory()"
+        argv = child_argv(args) + [
+            f"--{k.replace('_', '-')}={v}" for k, v in overrides.items() if v
+        ]
+        costs = {
+            allocator: cost,
+            other: cache_cost_in_child(__file__, argv, not args.keep_freed_memory),
+        }
+        rows.append(cache_row(other, costs[other]))
+        for line in cost_lines(costs):
+            say(line)
     if not args.skip_moe:
         rows += moe_rows(SMOKE_MOE if args.smoke else MOE_FORWARD, device, dtype, repeats, say)
         gpt_oss_shape = SMOKE_GPT_OSS if args.smoke else GPT_OSS_FORWARD

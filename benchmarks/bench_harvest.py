@@ -1,8 +1,9 @@
 """Speed of ``interp.harvest`` as ratios, on a GPT-2-small-shaped random model.
 
 - harvesting the last block's residual stream (tokens/s) against the loop people write by
-  hand: ``run_with_cache(tokens, names_filter=hook)`` and ``torch.save`` per batch; both
-  also with ``run_with_cache``'s CPU storage pool off (``interp.cache_memory``), with the
+  hand: ``run_with_cache(tokens, names_filter=hook)`` and ``torch.save`` per batch; both with
+  glibc's defaults and with ``interp.malloc_tuning.keep_freed_memory()`` (what ``interp
+  harvest`` applies; the other setting in a child process, see ``allocator.py``), with the
   minor page faults of one run of each;
 - harvesting block 1 of 12 against harvesting the last block (the forward stops at the
   deepest hook, so block 1 should cost at most 0.25x);
@@ -34,7 +35,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_model import fault_counts, memory_setting, reusing
+from allocator import (
+    add_memory_options,
+    cache_cost_in_child,
+    fault_counts,
+    memory_setting,
+    print_cost,
+)
 from timing import best_times
 
 import interp
@@ -103,6 +110,19 @@ def in_fresh_folder(run: Callable[[Path], object]) -> Callable[[], tempfile.Temp
     return call
 
 
+def harvest_costs(
+    runs: dict[str, Callable[[Path], object]], repeats: int, device: str
+) -> dict[str, float]:
+    """Best-of-N seconds of each run (a harvest, the plain loop) and, on the CPU, the minor
+    page faults of one more run of each (``NAME faults``)."""
+    contenders = {name: in_fresh_folder(run) for name, run in runs.items()}
+    costs = best_times(contenders, repeats, device)
+    if device == "cpu":
+        faults = fault_counts(contenders)
+        costs |= {f"{name} faults": count for name, count in faults.items()}
+    return costs
+
+
 def worker(args: argparse.Namespace) -> None:
     """One torchrun process: build the model, harvest, rank 0 prints the harvest's seconds."""
     import torch.distributed as dist
@@ -158,11 +178,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, a few seconds")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--keep-freed-memory",
-        action="store_true",
-        help="interp.malloc_tuning.keep_freed_memory() first (glibc keeps what it frees)",
-    )
+    add_memory_options(parser)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -171,10 +187,11 @@ def main() -> None:
         return worker(args)
     shape = SMOKE if args.smoke else FULL
     allocator = memory_setting(args.keep_freed_memory)
-    print(
-        f"bench_harvest: {shape.description}, batch {shape.batch_size}, {args.device}, "
-        f"{torch.get_num_threads()} threads, best of {args.repeats}, {allocator}"
-    )
+    if not args.cache_cost:
+        print(
+            f"bench_harvest: {shape.description}, batch {shape.batch_size}, {args.device}, "
+            f"{torch.get_num_threads()} threads, best of {args.repeats}, {allocator}"
+        )
     model = build_model(shape, args.device)
     last, first = f"blocks.{shape.n_layers - 1}.hook_resid_post", "blocks.1.hook_resid_post"
     with tempfile.TemporaryDirectory() as folder:
@@ -189,24 +206,36 @@ def main() -> None:
             "harvest block 1": lambda out: harvest(model, data, first, out, **options),
             "plain loop": lambda out: plain_loop(model, data, last, shape.batch_size, out),
         }
-        contenders = {name: reusing(True, in_fresh_folder(run)) for name, run in runs.items()}
-        for name in ("harvest last", "plain loop"):
-            contenders[f"{name}, no pool"] = reusing(False, in_fresh_folder(runs[name]))
-        times = best_times(contenders, args.repeats, args.device)
+        if args.cache_cost:  # the child process of cache_cost_in_child
+            mine = {name: runs[name] for name in ("harvest last", "plain loop")}
+            print_cost(harvest_costs(mine, args.repeats, args.device))
+            return
+        times = harvest_costs(runs, args.repeats, args.device)
+        kept = args.keep_freed_memory
+        other = memory_setting(False) if kept else "keep_freed_memory()"
+        settings = {allocator: times}
+        if args.device == "cpu":  # keep_freed_memory() cannot be undone: the other in a child
+            argv = ["--device", args.device, "--repeats", str(args.repeats)]
+            argv += ["--smoke"] if args.smoke else []
+            settings[other] = cache_cost_in_child(__file__, argv, keep=not kept)
         tokens = shape.n_sequences * shape.seq_len
-        print(f"harvest tokens/s, last block: {tokens / times['harvest last']:.0f}")
-        print(f"plain loop tokens/s, last block: {tokens / times['plain loop']:.0f}")
-        ratio = times["plain loop"] / times["harvest last"]
-        print(f"speed, harvest / plain run_with_cache + torch.save loop: {ratio:.3f}")
-        ratio = times["plain loop, no pool"] / times["harvest last, no pool"]
-        print(f"the same, storage pool off in both: {ratio:.3f}")
-        for name in ("harvest last", "plain loop"):
-            gain = times[f"{name}, no pool"] / times[name]
-            print(f"speed, {name} with the storage pool / without: {gain:.3f}")
+        print(f"harvest tokens/s, last block ({allocator}): {tokens / times['harvest last']:.0f}")
+        print(f"plain loop tokens/s, last block ({allocator}): {tokens / times['plain loop']:.0f}")
+        for setting, cost in settings.items():
+            ratio = cost["plain loop"] / cost["harvest last"]
+            print(
+                f"speed, harvest / plain run_with_cache + torch.save loop, {setting}: {ratio:.3f}"
+            )
         if args.device == "cpu":
-            faults = fault_counts({name: contenders[name] for name in sorted(contenders)})
-            counts = "; ".join(f"{name} {count:,}" for name, count in faults.items())
-            print(f"minor page faults of one run: {counts}")
+            default, keep = (settings[memory_setting(False)], settings["keep_freed_memory()"])
+            for name in ("harvest last", "plain loop"):
+                gain = default[name] / keep[name]
+                print(f"speed, {name} with keep_freed_memory() / default glibc: {gain:.3f}")
+            for setting, cost in settings.items():
+                counts = "; ".join(
+                    f"{name} {cost[f'{name} faults']:,}" for name in ("harvest last", "plain loop")
+                )
+                print(f"minor page faults of one run, {setting}: {counts}")
         ratio = times["harvest block 1"] / times["harvest last"]
         print(
             f"time, harvest block 1 / harvest block {shape.n_layers - 1}: {ratio:.3f} "

@@ -8,8 +8,9 @@ ratios of best-of-N times (the machine may be shared and noisy), never absolute 
 
 - the plain forward (logits), against Hugging Face's;
 - ``run_with_cache`` of every hook, and of one early hook (``blocks.1.hook_resid_post``),
-  against each library's own plain forward; interp's full cache also with its opt-in CPU
-  storage pool on (``interp.cache_memory``), and the minor page faults of one call of each;
+  against each library's own plain forward; interp's full cache with glibc's defaults and
+  with ``interp.malloc_tuning.keep_freed_memory()`` (the other setting in a child process,
+  see ``allocator.py``), and the minor page faults of one call of each;
 - greedy generation of 64 tokens with the key/value cache, against Hugging Face's ``generate``;
 - the bytes a full cache holds, against TransformerLens's;
 - the forward's achieved FLOP/s as a fraction of this machine's fp32 matmul peak, measured in
@@ -41,11 +42,19 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from allocator import (  # noqa: E402
+    add_memory_options,
+    cache_cost,
+    cache_cost_in_child,
+    cost_lines,
+    fault_counts,
+    memory_setting,
+    print_cost,
+)
 from ratio_report import parse_ratio_args, print_ratio_table, printer, ratio_parser  # noqa: E402
-from timing import best_times, kernel_cost, synchronize  # noqa: E402
+from timing import best_times, synchronize  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from interp import cache_memory, malloc_tuning  # noqa: E402
 from interp.loading.hf import from_hf_model  # noqa: E402
 
 EARLY_HOOK = "blocks.1.hook_resid_post"
@@ -122,33 +131,6 @@ def forward_flops(shape: Shape) -> float:
     return 2.0 * tokens * dense_per_token + attention
 
 
-def reusing(enabled: bool, run: Callable[[], Any]) -> Callable[[], Any]:
-    """``run`` with ``run_with_cache``'s CPU storage pool on or off for the call."""
-
-    def call() -> Any:
-        previous = cache_memory.set_reuse(enabled)
-        try:
-            return run()
-        finally:
-            cache_memory.set_reuse(previous)
-
-    return call
-
-
-def fault_counts(runs: dict[str, Callable[[], Any]]) -> dict[str, int]:
-    """Minor page faults of one call of each, in turn (call it after the timed rounds, so
-    the process has reached its steady state)."""
-    return {name: kernel_cost(run)[0] for name, run in runs.items()}
-
-
-def memory_setting(keep_freed_memory: bool) -> str:
-    """Apply ``--keep-freed-memory`` and say which allocator setting this run has."""
-    if keep_freed_memory:
-        kept = malloc_tuning.keep_freed_memory()
-        return "glibc keeps freed memory" if kept else "--keep-freed-memory had no effect"
-    return "default glibc malloc"
-
-
 # ------------------------------------------------------------------------------ memory
 def bytes_held(tensors: Iterable[Tensor]) -> int:
     """Bytes of the distinct storages behind ``tensors`` (an alias is counted once)."""
@@ -196,14 +178,18 @@ def run(args: argparse.Namespace) -> list[str]:
     )
     hf = build_hf(shape, device, dtype)
     ours = from_hf_model(hf, tokenizer=None).eval()
+    generator = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, shape.d_vocab, (shape.batch, shape.pos), generator=generator)
+    tokens = tokens.to(device)
+    if args.cache_cost:  # the child process of cache_cost_in_child
+        with torch.no_grad():
+            print_cost(cache_cost(ours, tokens, repeats, device))
+        return lines
     with tempfile.TemporaryDirectory() as folder:
         bridge, why_not = build_transformer_lens(hf, folder, device, dtype)
     if bridge is None:
         say(f"  TransformerLens skipped: it could not boot offline ({why_not})")
 
-    generator = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, shape.d_vocab, (shape.batch, shape.pos), generator=generator)
-    tokens = tokens.to(device)
     prompt = tokens[:, : shape.prompt_pos]
     # A GPU needs a bigger matmul than a CPU to reach its peak.
     matmul_size = 8192 if device.startswith("cuda") and not args.smoke else shape.matmul_size
@@ -236,8 +222,7 @@ def run(args: argparse.Namespace) -> list[str]:
         contenders: dict[str, Callable[[], Any]] = {
             "hf forward": lambda: hf(tokens, use_cache=False),
             "interp forward": lambda: ours(tokens),
-            "interp cache all": reusing(True, lambda: ours.run_with_cache(tokens)),
-            "interp cache all, no pool": reusing(False, lambda: ours.run_with_cache(tokens)),
+            "interp cache all": lambda: ours.run_with_cache(tokens),
             "interp cache early": lambda: ours.run_with_cache(
                 tokens, names_filter=EARLY_HOOK, return_type=None
             ),
@@ -255,16 +240,9 @@ def run(args: argparse.Namespace) -> list[str]:
         # The peak is the best rate seen: timed among the others, and alone ten more times.
         alone = best_times({"matmul": contenders["matmul"]}, 10, device)["matmul"]
         peak_rate = 2.0 * matmul_size**3 / min(seconds["matmul"], alone)
+        faults = {"interp forward": -1, "interp cache all": -1}
         if device == "cpu":
-            faults = fault_counts(
-                {name: contenders[name] for name in ("interp forward", "interp cache all")}
-                | {"no pool": contenders["interp cache all, no pool"]}
-            )
-            say(
-                f"  minor page faults of one call: forward {faults['interp forward']:,}; "
-                f"full cache {faults['interp cache all']:,} with the opt-in storage pool, "
-                f"{faults['no pool']:,} without"
-            )
+            faults = fault_counts({name: contenders[name] for name in faults})
 
         ours_bytes, ours_peak, _ = cache_bytes(lambda: ours.run_with_cache(tokens), device)
         if bridge is not None:
@@ -278,18 +256,31 @@ def run(args: argparse.Namespace) -> list[str]:
                 lambda: ours.run_with_cache(tokens, names_filter=sorted(shared_names)), device
             )
 
+    # This process's allocator setting, measured above; on the CPU the other one too, in a
+    # child process (keep_freed_memory() cannot be undone).
+    costs = {
+        allocator: {
+            "ratio": seconds["interp cache all"] / seconds["interp forward"],
+            "forward faults": faults["interp forward"],
+            "cache faults": faults["interp cache all"],
+        }
+    }
+    if device == "cpu":
+        kept = args.keep_freed_memory
+        other = memory_setting(False) if kept else "keep_freed_memory()"
+        costs[other] = cache_cost_in_child(__file__, child_argv(args), keep=not kept)
+        for line in cost_lines(costs):
+            say(line)
     s = seconds
     rows: list[tuple[str, float, str]] = [
         ("plain forward: interp / HF (sdpa)", s["interp forward"] / s["hf forward"], "<= 1.05"),
-        (
-            "run_with_cache, every hook: interp / interp forward",
-            s["interp cache all, no pool"] / s["interp forward"],
-            "<= 1.15",
-        ),
-        (
-            "run_with_cache, every hook, storage pool on (opt-in): interp / interp forward",
-            s["interp cache all"] / s["interp forward"],
-            "",
+        *(
+            (
+                f"run_with_cache, every hook, {setting}: interp / interp forward",
+                cost["ratio"],
+                "<= 1.15",
+            )
+            for setting, cost in costs.items()
         ),
         (
             f"run_with_cache, {EARLY_HOOK} only: interp / interp forward",
@@ -341,15 +332,16 @@ def run(args: argparse.Namespace) -> list[str]:
     return lines
 
 
+def child_argv(args: argparse.Namespace) -> list[str]:
+    """The options a child process measuring the cache cost needs to run the same shapes."""
+    argv = ["--device", args.device, "--dtype", args.dtype, "--threads", str(args.threads)]
+    argv += ["--repeats", str(args.repeats)] if args.repeats is not None else []
+    return argv + (["--smoke"] if args.smoke else [])
+
+
 def memory_parser(description: str) -> argparse.ArgumentParser:
-    """The ratio benchmarks' options plus ``--keep-freed-memory``."""
-    parser = ratio_parser(description)
-    parser.add_argument(
-        "--keep-freed-memory",
-        action="store_true",
-        help="interp.malloc_tuning.keep_freed_memory() first (glibc keeps what it frees)",
-    )
-    return parser
+    """The ratio benchmarks' options plus ``--keep-freed-memory`` (and the child's flag)."""
+    return add_memory_options(ratio_parser(description))
 
 
 def main(argv: list[str] | None = None) -> list[str]:

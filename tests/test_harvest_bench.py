@@ -10,12 +10,15 @@ from tests.benchmark_runs import row_after, run_benchmark
 def test_benchmark_smoke_mode_prints_every_ratio():
     out = run_benchmark("bench_harvest.py", "--smoke", "--repeats", "1")
     labels = [
-        "speed, harvest / plain run_with_cache + torch.save loop:",
-        "the same, storage pool off in both:",
-        "speed, harvest last with the storage pool / without:",
+        "speed, harvest / plain run_with_cache + torch.save loop, default glibc malloc:",
+        "speed, harvest / plain run_with_cache + torch.save loop, keep_freed_memory():",
+        "speed, harvest last with keep_freed_memory() / default glibc:",
+        "speed, plain loop with keep_freed_memory() / default glibc:",
         "time, harvest block 1 / harvest block 11:",
         "speed-up, 2 processes / 1 process (torchrun, gloo):",
     ]
     for label in labels:
         assert float(re.search(r"\d+\.\d+", row_after(out, label)).group()) > 0
-    assert re.search(r"minor page faults of one run: harvest block 1 [\d,]+;", out), out
+    for setting in ("default glibc malloc", "keep_freed_memory()"):
+        faults = rf"page faults of one run, {re.escape(setting)}: harvest last [\d,]+; plain"
+        assert re.search(faults, out), out
