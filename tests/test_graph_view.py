@@ -251,3 +251,22 @@ def test_graph_view_of_a_graph_object(tiny_folders):
     assert all("promoted" not in extra for extra in view.extras["features"].values())
     again = graph_view(view.graph)  # the JSON itself: no extras
     assert again.graph == view.graph and again.extras is None
+
+
+@pytest.mark.parametrize("shape, kind", [("gemma2", "set"), ("llama", "set"), ("llama", "clt")])
+def test_batched_transcoder_activations_equal_get_activations(shape, kind):
+    """The top contexts' batched forward reads what get_activations reads, prompt by prompt
+    (hook points and circuit-tracer's mlp.hook_in; per-layer and cross-layer transcoders)."""
+    from interp.circuits import ReplacementModel
+    from interp.circuits.view import transcoder_activations
+    from tests.test_circuits import tiny_clt, tiny_model, tiny_transcoders
+
+    torch.manual_seed(0)
+    transcoders = tiny_clt(shape, True) if kind == "clt" else tiny_transcoders(shape, True)
+    replacement = ReplacementModel.from_model(tiny_model(shape), transcoders)
+    windows = torch.randint(0, 48, (3, 7))
+    batched = torch.stack(transcoder_activations(replacement, windows), dim=1)
+    for window, acts in zip(windows, batched, strict=True):  # acts: [n_layers, seq, d_tc]
+        _, expected = replacement.get_activations(window[None])
+        torch.testing.assert_close(acts, expected.to(acts.dtype), rtol=1e-5, atol=1e-5)
+    assert batched[:, :, 0].abs().max() == 0 and batched.abs().max() > 0

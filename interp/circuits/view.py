@@ -95,6 +95,44 @@ def decoder_logit_weights(
 
 
 @torch.no_grad()
+def transcoder_activations(
+    model: ReplacementModel, tokens: Int[torch.Tensor, "batch seq"]
+) -> list[torch.Tensor]:
+    """Each layer's transcoder activations [batch, seq, d_transcoder] on a batch of windows
+    (one forward of the unchanged model, as ``model.get_activations`` reads one prompt:
+    the transcoders' input hook encoded, the first positions zeroed)."""
+    n_layers = model.cfg.n_layers
+    inputs: list[torch.Tensor | None] = [None] * n_layers
+
+    def recorder(layer: int):
+        def record(activation: torch.Tensor, hook: Any = None) -> None:
+            inputs[layer] = activation
+
+        return record
+
+    hooks, handles = [], []
+    for layer in range(n_layers):
+        if model.feature_input_hook == "mlp.hook_in":  # the MLP module's input
+            record = recorder(layer)
+            mlp = model.model.blocks[layer].mlp
+            handles.append(mlp.register_forward_pre_hook(lambda m, args, r=record: r(args[0])))
+        else:
+            hooks.append((f"blocks.{layer}.{model.feature_input_hook}", recorder(layer)))
+    try:
+        with model.model.hooks(fwd_hooks=hooks):
+            model.model(tokens, stop_at_layer=n_layers)
+    finally:
+        for handle in handles:
+            handle.remove()
+    out = []
+    for layer, x in enumerate(inputs):
+        acts = model.transcoders.encode(layer, x)
+        acts[:, model.zero_positions] = 0
+        out.append(acts)
+    return out
+
+
+@torch.no_grad()
 def top_contexts(
     model: ReplacementModel,
     features: dict[int, list[int]],
@@ -102,21 +140,23 @@ def top_contexts(
     k: int = 5,
     before: int = 16,
     after: int = 4,
+    batch_size: int = 16,
 ) -> dict[str, list[dict[str, Any]]]:
     """Each feature's ``k`` strongest windows (one context a window, around its peak):
     ``"{layer}_{feature}"`` -> [{tokens, acts, index, value}, ...], strongest first, from
-    the transcoders' activations (``model.get_activations``, position 0 zeroed) on each
-    window; ``before`` / ``after`` tokens around the peak."""
+    the transcoders' activations (``transcoder_activations``, ``batch_size`` windows a
+    forward); ``before`` / ``after`` tokens around the peak."""
     index = {layer: torch.tensor(fs, dtype=torch.long) for layer, fs in features.items()}
     acts: dict[int, list[torch.Tensor]] = {layer: [] for layer in features}
-    for tokens in windows:
-        _, activations = model.get_activations(tokens[None])  # [n_layers, seq, d_tc]
+    for batch in windows.split(batch_size):
+        activations = transcoder_activations(model, batch.to(model.cfg.device))
         for layer, columns in index.items():
-            acts[layer].append(activations[layer][:, columns.to(activations.device)].float().cpu())
+            chosen = activations[layer][..., columns.to(activations[layer].device)]
+            acts[layer].append(chosen.float().cpu())  # [batch, seq, n_features]
     decode = model.tokenizer.decode if model.tokenizer is not None else None
     out: dict[str, list[dict[str, Any]]] = {}
     for layer, feature_list in features.items():
-        stacked = torch.stack(acts[layer])  # [n_windows, seq, n_features]
+        stacked = torch.cat(acts[layer])  # [n_windows, seq, n_features]
         peaks, where = stacked.max(dim=1)  # [n_windows, n_features]
         for column, feature in enumerate(feature_list):
             values, rows = peaks[:, column].topk(min(k, len(windows)))
