@@ -297,6 +297,23 @@ def test_stacked_mlp_weights_name_the_experts(mixtral_model):
     assert mixtral_model.W_Q.shape[0] == mixtral_model.cfg.n_layers
 
 
+def test_cache_decompositions_and_head_detector_on_a_mixture(mixtral_model):
+    """The residual decomposition sums to the final residual stream (the MoE outputs are its
+    mlp_out terms), DLA and the head detector run."""
+    from interp.head_detector import detect_head
+
+    with torch.no_grad():
+        _, cache = mixtral_model.run_with_cache(tokens())
+        parts, labels = cache.decompose_resid(layer=-1, return_labels=True)
+        resid = cache[f"blocks.{mixtral_model.cfg.n_layers - 1}.hook_resid_post"]
+        torch.testing.assert_close(parts.sum(0), resid, **model_tolerance(mixtral_model.cfg, resid))
+        assert "1_mlp_out" in labels
+        attrs = cache.logit_attrs(parts, tokens=torch.tensor([1, 2]))
+        assert attrs.shape == (len(labels), *tokens().shape)
+        scores = detect_head(mixtral_model, tokens()[0], "previous_token_head")
+    assert scores.shape == (mixtral_model.cfg.n_layers, mixtral_model.cfg.n_heads)
+
+
 def test_left_padded_batch_rows_equal_each_prompt_alone(mixtral_model):
     batch_tokens, mask = padded_prompts()
     with torch.no_grad():
