@@ -93,8 +93,24 @@
     },
   };
 
+  // plotly.js loads asynchronously (index.html), so the first requests go out while it is
+  // parsed; a plot waits for it, and is dropped if its element was cleared or redrawn since.
+  const plotlyLoaded = new Promise((resolve) => {
+    if (window.Plotly) resolve();
+    else $("plotly-js").addEventListener("load", () => resolve());
+  });
+  let plots = 0;
+
+  async function plot(id, traces, layout) {
+    const ticket = String(++plots);
+    $(id).dataset.plot = ticket;
+    await plotlyLoaded;
+    if ($(id).dataset.plot === ticket) await Plotly.react($(id), traces, layout, PLOT_CONFIG);
+  }
+
   function clearPlot(id) {
-    Plotly.purge($(id));
+    $(id).dataset.plot = String(++plots);
+    if (window.Plotly) Plotly.purge($(id));
     $(id).replaceChildren();
   }
 
@@ -313,10 +329,10 @@
       colorbar: { title: { text: "top-1 prob" } },
     };
     const height = Math.min(180 + 26 * data.stages.length, 800);
-    Plotly.react($("logit-lens"), [trace], plotLayout("Top prediction at each depth", height, {
+    await plot("logit-lens", [trace], plotLayout("Top prediction at each depth", height, {
       yaxis: { autorange: "reversed", type: "category" },
       xaxis: { type: "category" },
-    }), PLOT_CONFIG);
+    }));
   }
 
   async function loadAttribution(gen) {
@@ -343,8 +359,8 @@
       texttemplate: "%{text}",
       hovertemplate: "%{y} %{x}: %{z:.3f}<extra></extra>",
     };
-    Plotly.react($("dla"), [trace], plotLayout("Direct effect by layer and head: " + what,
-      Math.min(160 + 36 * data.heads.length, 700), { yaxis: { autorange: "reversed" } }), PLOT_CONFIG);
+    await plot("dla", [trace], plotLayout("Direct effect by layer and head: " + what,
+      Math.min(160 + 36 * data.heads.length, 700), { yaxis: { autorange: "reversed" } }));
   }
 
   async function loadScores(gen) {
@@ -390,7 +406,7 @@
       })),
     });
     kinds.forEach((_, i) => (layout["yaxis" + (i + 1)] = { autorange: "reversed" }));
-    Plotly.react($("head-scores"), traces, layout, PLOT_CONFIG);
+    await plot("head-scores", traces, layout);
   }
 
   // The prompt's tokens; a click lists that token's strongest features, each linking to its
@@ -447,10 +463,10 @@
     };
     const metric = `${plotText(JSON.stringify(result.answer))} - ${plotText(JSON.stringify(result.wrong_answer))}`;
     const scale = result.normalised ? " (0 = corrupted, 1 = clean)" : "";
-    Plotly.react($("patching-resid"), [resid], plotLayout(
+    plot("patching-resid", [resid], plotLayout(
       `Patching resid_pre by layer and position: logit diff ${metric}${scale}`,
       Math.min(200 + 30 * result.resid_pre.length, 700),
-      { yaxis: { autorange: "reversed" }, xaxis: { type: "category" } }), PLOT_CONFIG);
+      { yaxis: { autorange: "reversed" }, xaxis: { type: "category" } }));
     const heads = {
       type: "heatmap",
       z: result.heads,
@@ -461,9 +477,9 @@
       zmax: symmetricBound(result.heads),
       hovertemplate: "%{y}%{x}: %{z:.3f}<extra></extra>",
     };
-    Plotly.react($("patching-heads"), [heads], plotLayout(
+    plot("patching-heads", [heads], plotLayout(
       `Patching head outputs (all positions): ${metric}${scale}`,
-      Math.min(200 + 30 * result.heads.length, 700), { yaxis: { autorange: "reversed" } }), PLOT_CONFIG);
+      Math.min(200 + 30 * result.heads.length, 700), { yaxis: { autorange: "reversed" } }));
   }
 
   // Start patching the prompt of generation `gen`; its progress, result or error stay in the
