@@ -214,6 +214,8 @@ def run(args: argparse.Namespace) -> None:
     host = f"[{args.host}]" if ":" in args.host else args.host
     query = f"?token={token}" if token else ""
     print(terminal_text(f"interp dashboard for {', '.join(models)}: http://{host}:{port}/{query}"))
+    if saes:
+        print(terminal_text(f"feature browser: http://{host}:{port}/features{query}"))
     print(f"OpenAPI schema: http://{host}:{port}/openapi.json{query}   (Ctrl-C stops)")
     if graphs:
         print(terminal_text(f"graph viewer: http://{host}:{port}/graph{query} ({len(graphs)})"))
