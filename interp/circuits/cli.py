@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> None:
         desired_logit_prob=args.desired_logit_prob,
         batch_size=args.batch_size,
         max_feature_nodes=args.max_feature_nodes,
-        verbose=False,
+        verbose=True,  # a progress bar on stderr
     )
     options = {
         "scan": graph.scan or args.transcoders,
