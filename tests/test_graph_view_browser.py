@@ -176,6 +176,8 @@ def test_served_graph_and_file_picker(browser, tmp_path):
         assert shown(page, ".gv-node") == N_NODES and page.locator(".gv-edge").count() == N_LINKS
         page.click(".gv-node[data-node-id='1_7_4']")
         assert "Strongest inputs" in page.text_content(".gv-details")
+        assert page.locator("img").count() == 0  # the hostile tokens stayed text here too
+        assert XSS_SCRIPT.replace(" ", "␣") in page.text_content(".gv-prompt")
 
         page.goto(server.url + "graph")
         assert page.locator("a[href='/graph/hand']").count() == 1
