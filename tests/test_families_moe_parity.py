@@ -22,6 +22,7 @@ from interp import HookedTransformer, HookedTransformerConfig
 from interp.cli import main
 from interp.harvest import harvest
 from interp.sae import SAE, HookedSAETransformer, SAEConfig
+from tests.hub_cache import hub_cache  # noqa: F401 (a fixture)
 from tests.test_cli_families import word_tokenizer
 from tests.test_families_parity import SMALL, VOCAB, Case, hugging_face, randomize, tokens
 from tests.test_generation_families import PROMPT_LENGTHS, ours, padded_prompts, theirs
@@ -412,6 +413,33 @@ def test_contradictory_configs_name_the_field(tmp_path, case, field, value, mess
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=message):
         HookedTransformer.from_pretrained_no_processing(tmp_path, tokenizer=None)
+
+
+MOE_CONFIGS = json.loads(
+    (Path(__file__).parent / "tl218_reference" / "api" / "moe_configs.json").read_text()
+)
+
+
+@pytest.mark.parametrize("family", list(MOE_CONFIGS))
+def test_pretrained_model_config_equals_transformer_lens(family, monkeypatch, hub_cache):  # noqa: F811
+    """``get_pretrained_model_config`` of Mixtral, from a local folder and from the hub cache
+    offline, field for field TransformerLens 2.18's (fixture written by
+    tests/tl218_reference/make_moe_configs.py), its quirks included (no window although the
+    config has one, 32 "global" attn_types)."""
+    from interp import loading_from_pretrained as loading
+    from tests.test_loading_from_pretrained import REPO, assert_same_fields
+
+    monkeypatch.chdir(REPO)  # TL's fixture took the folder's path relative to the repository
+    case = MOE_CONFIGS[family]
+    for expected in (case["from_folder"], case["from_cache"]):
+        # TL keeps the config's window as an inert window_size (use_local_attn=False);
+        # interp's config refuses a window without local layers, so it has none.
+        assert not expected["use_local_attn"] and expected.pop("window_size") == 8
+    assert_same_fields(loading.get_pretrained_model_config(case["local_path"]), case["from_folder"])
+    hub_cache.add(case["official_name"], {"config.json": REPO / case["local_path"] / "config.json"})
+    assert_same_fields(
+        loading.get_pretrained_model_config(case["official_name"]), case["from_cache"]
+    )
 
 
 def test_expert_config_fields_are_checked():

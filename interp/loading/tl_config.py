@@ -175,16 +175,17 @@ def _mistral(v: dict[str, Any], named: bool) -> dict[str, Any]:
 
 
 def _mixtral(v: dict[str, Any], named: bool) -> dict[str, Any]:
-    """TL's Mixtral branch: no window whatever the config says, 32 "global" attn_types (cut
-    to the layers), its head as the rotary dimension, the full context."""
+    """TL's Mixtral branch: no window whatever the config says (TL keeps the config's
+    sliding_window as an inert window_size, which interp's config refuses without local
+    layers: None here), 32 "global" attn_types (cut to the layers), its head as the rotary
+    dimension, the full context."""
     n_heads = v["num_attention_heads"]
     return dict(
         dtype=torch.bfloat16, d_model=v["hidden_size"], d_head=v["hidden_size"] // n_heads,
         n_heads=n_heads, d_mlp=v["intermediate_size"], n_layers=v["num_hidden_layers"],
         n_ctx=v["max_position_embeddings"], d_vocab=v["vocab_size"], act_fn=v["hidden_act"],
         normalization_type="RMS", positional_embedding_type="rotary",
-        rotary_base=_rotary_base(v), window_size=v.get("sliding_window"),
-        attn_types=["global"] * 32, eps=v["rms_norm_eps"],
+        rotary_base=_rotary_base(v), attn_types=["global"] * 32, eps=v["rms_norm_eps"],
         n_key_value_heads=v["num_key_value_heads"], gated_mlp=True, use_local_attn=False,
         rotary_dim=v["hidden_size"] // n_heads, num_experts=v["num_local_experts"],
         experts_per_token=v["num_experts_per_tok"],
