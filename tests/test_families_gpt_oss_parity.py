@@ -18,10 +18,11 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 
-from interp import HookedTransformer, HookedTransformerConfig
+from interp import HookedTransformer, HookedTransformerConfig, patching
 from interp.loading.processing import process_weights
 from tests.test_families_parity import VOCAB, tokens
 from tests.test_generation_families import ours, padded_prompts, theirs
+from tests.test_patching import naive_patch
 from tests.tolerances import logits_bound, model_error_bound
 
 BASE = dict(
@@ -257,6 +258,44 @@ def test_mxfp4_experts_load_dequantized(tmp_path):
     with torch.no_grad():
         expected = hf_model(tokens()).logits
         assert (model(tokens()) - expected).abs().max() <= logits_bound(model.cfg, expected)
+
+
+@pytest.mark.parametrize(
+    ("sweep_name", "activation", "setter_name", "shape"),
+    [
+        ("get_act_patch_resid_pre", "resid_pre", "layer_pos_patch_setter", "lp"),
+        (
+            "get_act_patch_attn_head_pattern_all_pos",
+            "pattern",
+            "layer_head_pattern_patch_setter",
+            "lh",
+        ),
+    ],
+)
+@pytest.mark.parametrize("loaded", ["gpt-oss-yarn-ramp-window-4"], indirect=True)
+def test_batched_patching_equals_one_forward_per_index(
+    loaded, sweep_name, activation, setter_name, shape
+):
+    """Packed patching runs keep their positions (YaRN, the window), their sinks and their
+    routing: each value equals one full forward pass with that one patch."""
+    model, _ = loaded
+    clean = tokens()[:, :10]
+    corrupted = clean.clone()
+    corrupted[:, 3] = (clean[:, 3] + 11) % VOCAB
+
+    def metric(logits):
+        return logits[:, -1].log_softmax(dim=-1)[:, 5].mean()
+
+    with torch.no_grad():
+        _, clean_cache = model.run_with_cache(clean)
+        sizes = {"l": model.cfg.n_layers, "p": clean.shape[1], "h": model.cfg.n_heads}
+        grid = tuple(sizes[axis] for axis in shape)
+        setter = getattr(patching, setter_name)
+        expected = naive_patch(model, corrupted, clean_cache, metric, setter, activation, grid)
+    sweep = getattr(patching, sweep_name)
+    result = sweep(model, corrupted, clean_cache, metric, max_batch_size=6, progress=False)
+    torch.testing.assert_close(result.as_subclass(torch.Tensor), expected, atol=1e-5, rtol=0)
+    assert (expected - expected.flatten()[0]).abs().max() > 1e-3  # the patches do something
 
 
 @pytest.mark.parametrize("layout", ["rope_scaling", "no rope settings"])
