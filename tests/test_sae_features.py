@@ -18,6 +18,7 @@ from interp.sae.features import (
     spearman,
     text_windows,
     top_activations,
+    top_logit_tokens,
     top_logits,
 )
 from interp.train import default_text
@@ -154,6 +155,19 @@ def test_logit_weights_through_attention_output(model):
     assert top["suppressed"][0][0] == model.tokenizer.decode([int(weights[17].argmin())])
     with pytest.raises(ValueError, match="writes 512 wide at 'blocks.0.mlp.hook_post'"):
         feature_directions(model, random_sae(cfg.d_mlp, "blocks.0.mlp.hook_post"))
+
+
+def test_top_logit_tokens_in_chunks_equal_the_whole_matrix(model):
+    sae = random_sae(model.cfg.d_model, RESID, d_sae=70)
+    weights = feature_logit_weights(model, sae)
+    promoted, suppressed = top_logit_tokens(model, sae, k=4, features_per_chunk=16)  # 5 chunks
+    assert promoted.indices.shape == suppressed.indices.shape == (70, 4)
+    torch.testing.assert_close(promoted.values, weights.topk(4, dim=-1).values)
+    torch.testing.assert_close(suppressed.values, weights.topk(4, dim=-1, largest=False).values)
+    whole = weights.gather(-1, promoted.indices)  # the chosen tokens carry those weights
+    torch.testing.assert_close(whole, promoted.values)
+    with pytest.raises(ValueError, match="k"):
+        top_logit_tokens(model, sae, k=0)  # no token at all: nothing to show
 
 
 def naive_feature_patch(model, sae, tokens, metric, index, values):

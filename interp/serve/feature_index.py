@@ -86,9 +86,9 @@ class FeatureIndex:
         over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there."""
         from interp.sae.features import (
             FeatureStats,
-            feature_logit_weights,
             text_windows,
             top_activations,
+            top_logit_tokens,
         )
 
         data_path = Path(data_path)
@@ -106,11 +106,7 @@ class FeatureIndex:
         if max_tokens:
             windows = windows[: max(1, max_tokens // windows.shape[1])]
         stats = top_activations(model, sae, windows, k=k, batch_size=batch_size)
-        with torch.no_grad():  # d_sae x d_vocab floats, once
-            weights = feature_logit_weights(model, sae).float()  # [d_sae, d_vocab]
-            n = min(LOGIT_TOKENS, weights.shape[1])
-            up, down = weights.topk(n, dim=-1), weights.topk(n, dim=-1, largest=False)
-            del weights
+        up, down = top_logit_tokens(model, sae, k=LOGIT_TOKENS)  # [d_sae, LOGIT_TOKENS]
         context_text = [
             "\n".join("".join(c["tokens"]) for c in stats.contexts(f, model.tokenizer)).lower()
             for f in range(sae.cfg.d_sae)

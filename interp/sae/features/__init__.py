@@ -26,6 +26,7 @@ from interp.sae.features.logit_effects import (
     feature_directions,
     feature_dla,
     feature_logit_weights,
+    top_logit_tokens,
     top_logits,
 )
 from interp.sae.features.mining import HISTOGRAM_EDGES, FeatureStats, top_activations
@@ -43,5 +44,6 @@ __all__ = [
     "spearman",
     "text_windows",
     "top_activations",
+    "top_logit_tokens",
     "top_logits",
 ]
