@@ -442,6 +442,31 @@ def test_pretrained_model_config_equals_transformer_lens(family, monkeypatch, hu
     )
 
 
+def test_moe_hooks_equal_transformer_lens():
+    """TransformerLens 2.18's MoE on the same tiny Mixtral (fixture written by
+    tests/tl218_reference/make_moe_hooks.py): equal logits, the same experts for every token,
+    and each expert's hook_gate/hook_pre/hook_post rows in TransformerLens's order (TL
+    flattens batch and position in the router's hooks: [batch * pos, ...])."""
+    from safetensors.torch import load_file
+
+    reference = Path(__file__).parent / "tl218_reference" / "api"
+    tl = load_file(reference / "moe_mixtral_hooks.safetensors")
+    model = HookedTransformer.from_pretrained_no_processing(reference / "moe_mixtral")
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tl["tokens"])
+    torch.testing.assert_close(logits, tl["logits"], **model_tolerance(model.cfg, tl["logits"]))
+    k, n_experts = model.cfg.experts_per_token, model.cfg.num_experts
+    for name, value in tl.items():
+        if name.endswith("hook_expert_indices"):
+            assert torch.equal(cache[name].reshape(-1, k), value), name
+        elif name.endswith("hook_expert_weights"):
+            ours = cache[name].reshape(-1, n_experts)
+            torch.testing.assert_close(ours, value, **model_tolerance(model.cfg))
+        elif ".experts." in name:
+            assert cache[name].shape == value.shape, name
+            torch.testing.assert_close(cache[name], value, **model_tolerance(model.cfg, value))
+
+
 def test_expert_config_fields_are_checked():
     base = dict(
         n_layers=1,
