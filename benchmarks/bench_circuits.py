@@ -31,6 +31,10 @@ from safetensors.torch import save_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "circuit_tracer_reference"
+# Never d_model: circuit-tracer 0.5.0 guesses W_U's orientation from which axis has d_vocab
+# entries (targets.py, _compute_logit_vecs), so a square W_U gives it the rows, not the
+# columns, as logit directions (with d_vocab = d_model = 512 its graph was 0.39 off ours).
+VOCAB = 1000
 
 # Runs in a fresh process: argv = side, folder, repeats, batch_size, fixtures, max nodes.
 RUNNER = r"""
@@ -80,7 +84,7 @@ def write_inputs(folder: Path, args: argparse.Namespace) -> None:
     d, heads = args.d_model, max(2, args.d_model // 64)
     cfg = dict(
         n_layers=args.layers, d_model=d, n_heads=heads, d_head=d // heads, d_mlp=4 * d,
-        d_vocab=512, n_ctx=max(64, args.tokens), act_fn="silu", normalization_type="RMS",
+        d_vocab=VOCAB, n_ctx=max(64, args.tokens), act_fn="silu", normalization_type="RMS",
         positional_embedding_type="rotary", rotary_dim=d // heads, gated_mlp=True,
         n_key_value_heads=heads // 2, final_rms=True,
     )  # fmt: skip
