@@ -85,8 +85,9 @@ def dequantize_mxfp4(
     *prefix, rows, n_blocks, half = blocks.shape
     flat_blocks = blocks.reshape(-1, rows, n_blocks, half)
     flat_scales = scales.reshape(-1, rows, n_blocks, 1)
-    out = torch.empty(flat_blocks.shape[0], n_blocks * 2 * half, rows, dtype=dtype)
-    out = out.to(blocks.device)
+    out = torch.empty(
+        flat_blocks.shape[0], n_blocks * 2 * half, rows, dtype=dtype, device=blocks.device
+    )
     for expert in range(flat_blocks.shape[0]):
         packed = flat_blocks[expert]
         values = torch.empty(rows, n_blocks, 2 * half, dtype=dtype, device=blocks.device)
