@@ -19,7 +19,9 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from interp import HookedTransformer, HookedTransformerConfig, patching
+from interp.cli import main
 from interp.loading.processing import process_weights
+from tests.test_cli_families import word_tokenizer
 from tests.test_families_parity import VOCAB, tokens
 from tests.test_generation_families import ours, padded_prompts, theirs
 from tests.test_patching import naive_patch
@@ -192,6 +194,22 @@ def test_from_pretrained_processing_keeps_the_logits(first_case):
     assert (got - expected).abs().max() <= logits_bound(plain.cfg, 4 * expected.abs().max())
     with pytest.raises(ValueError, match="fold_value_biases moves b_V into b_O"):
         process_weights(plain, fold_ln=False, center_writing_weights=False, center_unembed=False)
+
+
+def test_interp_hooks_lists_the_routing_hooks(first_case, tmp_path, capsys):
+    folder = edited_copy(first_case, tmp_path)
+    word_tokenizer().save_pretrained(folder)
+    assert main(["hooks", "--model", str(folder)]) == 0
+    listed = dict(line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines()[1:])
+    model = HookedTransformer.from_pretrained_no_processing(folder)
+    assert listed.keys() == model.hook_dict.keys()
+    for name in [
+        "blocks.1.attn.hook_pattern",
+        "blocks.1.mlp.hook_expert_indices",
+        "blocks.1.mlp.experts.3.hook_post",
+        "blocks.0.mlp.hook_router_logits",
+    ]:
+        assert name in listed
 
 
 @pytest.mark.parametrize("loaded", ["gpt-oss-yarn-ramp-window-4"], indirect=True)
