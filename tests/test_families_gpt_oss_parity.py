@@ -196,6 +196,18 @@ def test_from_pretrained_processing_keeps_the_logits(first_case):
         process_weights(plain, fold_ln=False, center_writing_weights=False, center_unembed=False)
 
 
+def test_a_hook_choosing_experts_routes_them_and_a_missing_one_is_named(loaded):
+    model, _ = loaded
+    name = "blocks.0.mlp.hook_expert_indices"
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens(), names_filter=name)
+        flipped = cache[name].flip(-1)  # the same experts, the second choice first
+        same = model.run_with_hooks(tokens(), fwd_hooks=[(name, lambda act, hook: flipped)])
+        torch.testing.assert_close(same, model(tokens()), atol=1e-5, rtol=0)
+        with pytest.raises(ValueError, match="hook_expert_indices holds expert 9, but this MoE"):
+            model.run_with_hooks(tokens(), fwd_hooks=[(name, lambda act, hook: act * 0 + 9)])
+
+
 def test_interp_hooks_lists_the_routing_hooks(first_case, tmp_path, capsys):
     folder = edited_copy(first_case, tmp_path)
     word_tokenizer().save_pretrained(folder)

@@ -73,5 +73,7 @@ class GptOssMoE(MoE):
         logits = self.hook_router_logits(affine(x, self.W_gate, self.b_gate))
         probs = self.hook_expert_weights(torch.softmax(logits, dim=-1, dtype=torch.float32))
         indices = self.hook_expert_indices(probs.topk(self.cfg.experts_per_token, dim=-1)[1])
+        if self.hook_expert_indices.has_hooks:  # a hook's experts must exist, as MoE checks
+            self._check_experts(indices)
         chosen = logits.gather(-1, indices)
         return indices, torch.softmax(chosen, dim=-1, dtype=chosen.dtype)
