@@ -10,10 +10,11 @@ one page fault per 4 KiB: about 290,000 faults a call on a GPT-2-small-shaped mo
 4 x 256 tokens (fp32), against 50,000-130,000 for its forward (the 206 MB of logits).
 
 ``keep_freed_memory()`` sets glibc's two thresholds so high that it serves every block from
-its heap and never trims it: freed memory is reused without faults (a full cache then costs
-about as many faults as the forward: a few hundred), and the process's resident memory stays
-at its peak instead of shrinking. That is a choice for the whole process, so the library never
-makes it on import; the processes interp owns make it (``interp harvest``, ``interp serve``,
+its heap and never trims it: freed memory is reused without faults (3 a full cache, none a
+forward, on that shape; the cache then costs 1.02-1.03x the forward in CPU time against
+1.08-1.09x, one thread), and the process's resident memory stays at its peak instead of
+shrinking. That is a choice for the whole process, so the library never makes it on import;
+the processes interp owns make it (``interp harvest``, ``interp serve``,
 ``interp demo`` and ``python -m interp.harvest``, which ``torchrun`` launches), and a script,
 notebook or worker that runs many caches can call it first.
 
@@ -23,8 +24,9 @@ halved the faults but paid a copy of every activation and held a spare cache's m
 no gain in time, so it was removed; setting the thresholds only around ``run_with_cache``
 cannot work, since the cache is freed later, outside the call, and ``mallopt`` turns glibc's
 adaptive mmap threshold off for good; PyTorch's ``THP_MEM_ALLOC_ENABLE=1`` (huge pages for
-tensors of 2 MiB or more) is read once, at the process's first allocation, and is as
-process-wide as these settings. The same settings before Python starts are the environment
+tensors of 2 MiB or more) is read once, at the process's first allocation, is as
+process-wide as these settings, and cost more CPU time (1.37x: the kernel still zeroes
+every page). The same settings before Python starts are the environment
 variables ``MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=2147483647``; preloading
 tcmalloc (``LD_PRELOAD=libtcmalloc_minimal.so.4``) is the other route.
 
