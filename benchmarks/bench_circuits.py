@@ -13,6 +13,12 @@ transcoders (about ``--active`` of them active a token and layer), a 64-token pr
     python3 benchmarks/bench_circuits.py --smoke                          # tiny, seconds
 
 circuit-tracer's environment: see tests/circuit_tracer_reference/make_fixtures.py.
+
+Measured at the default shape (6,076 active features; one thread on the project's shared
+2-core CPU, other jobs running, so the ratios are the figures to read): interp 95.6 s, memory
+growth 876 MiB, peak RSS 1,559 MiB; circuit-tracer 103.6 s, 1,892 MiB, 2,532 MiB. Time 0.92x,
+memory growth 0.46x, peak RSS 0.62x; adjacency within 1.1e-6 of the largest entry. (A first
+run under heavier load: 292 s vs 318 s, 0.92x.)
 """
 
 from __future__ import annotations
