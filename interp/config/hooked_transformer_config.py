@@ -15,8 +15,6 @@ from interp.config.checks import (
     check_attention,
     check_blocks,
     check_choices,
-    check_experts,
-    check_gpt_oss_experts,
     check_rotary,
     check_supported,
     check_types,
@@ -24,6 +22,7 @@ from interp.config.checks import (
     resolve_heads,
     resolve_init_range,
 )
+from interp.config.expert_checks import check_experts, check_gpt_oss_experts
 
 __all__ = ["HookedTransformerConfig", "preset_config"]
 
