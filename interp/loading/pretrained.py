@@ -23,7 +23,7 @@ from interp.loading.model_names import (
     is_transformer_lens_repo,
 )
 from interp.loading.processing import process_weights, skipped_steps
-from interp.loading.tl_config import is_transformer_lens_config
+from interp.loading.tl_toy_config import is_transformer_lens_config
 from interp.loading.transformer_lens import (
     download_transformer_lens_repo,
     load_transformer_lens_folder,

@@ -35,6 +35,7 @@ from interp.loading.checkpoint import printable, read_config_json
 from interp.loading.families.base import rope_parameters, sliding_layers
 from interp.loading.families.gpt_neo import attention_layers
 from interp.loading.model_names import get_official_model_name, is_transformer_lens_repo
+from interp.loading.tl_toy_config import is_transformer_lens_config, neel_config_dict
 from interp.utils.tensors import get_device
 
 logger = logging.getLogger(__name__)
@@ -359,38 +360,6 @@ def _config_values(model_name: str) -> tuple[str, dict[str, Any]]:
         return model_name, read_config_json(Path(model_name) / "config.json")
     official = get_official_model_name(model_name)
     return official, read_config_json(repo_file(official, "config.json"))
-
-
-def is_transformer_lens_config(values: dict[str, Any]) -> bool:
-    """Whether config.json is TransformerLens's own format (the toy models'), not HF's."""
-    return "model_type" not in values and {"d_model", "n_layers", "act_fn"} <= set(values)
-
-
-def neel_config_dict(values: dict[str, Any], official_name: str) -> dict[str, Any]:
-    """TL's config dict of a toy model's config.json values (TL's format); a missing field
-    is a ValueError naming it."""
-    architecture = values.get(
-        "architecture", "neel" if "_old" not in official_name else "neel-solu-old"
-    )
-    normalization = "normalization" if "normalization" in values else "normalization_type"
-    try:
-        return dict(
-            d_model=values["d_model"], n_layers=values["n_layers"], d_mlp=values["d_mlp"],
-            d_head=values["d_head"], n_heads=values["n_heads"], n_ctx=values["n_ctx"],
-            d_vocab=values["d_vocab"], tokenizer_name=values.get("tokenizer_name"),
-            act_fn=values["act_fn"], attn_only=values["attn_only"],
-            final_rms=values.get("final_rms", False), original_architecture=architecture,
-            normalization_type=values[normalization],
-            positional_embedding_type=(
-                "shortformer" if values.get("shortformer_pos") else "standard"
-            ),
-        )  # fmt: skip
-    except KeyError as error:
-        raise ValueError(
-            f"The config.json of {printable(official_name)} has no field {error}; a "
-            "TransformerLens toy model's config names d_model, n_layers, d_mlp, d_head, "
-            "n_heads, n_ctx, d_vocab, act_fn, attn_only and normalization."
-        ) from None
 
 
 def convert_neel_model_config(official_model_name: str, **kwargs: Any) -> dict[str, Any]:

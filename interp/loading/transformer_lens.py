@@ -32,7 +32,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.model_class import model_class
-from interp.loading.tl_config import neel_config_dict
+from interp.loading.tl_toy_config import neel_config_dict
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
 
 _TL_BUFFER = re.compile(r"^blocks\.\d+\.attn\.(mask|IGNORE)$")
