@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -30,6 +30,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.circuits.backward import FrozenBackward, unsupported
 from interp.circuits.graph import Graph, LogitTarget, compute_partial_influences
 from interp.circuits.replacement_model import LinearizedRun, ReplacementModel
 
@@ -201,21 +202,18 @@ def _find_sources(model: ReplacementModel, tokens: Tensor, run: LinearizedRun) -
     return _Sources(active, values, encoders, writes, torch.stack(errors), model.W_E[tokens])
 
 
-def _gradient_rows(
+def autograd_gradients(
     model: ReplacementModel,
     run: LinearizedRun,
     final: Tensor,
-    sources: _Sources,
     layers: Int[Tensor, " k"],
     positions: Int[Tensor, " k"],
     inject: Float[Tensor, "k d_model"],
-    dtype: torch.dtype,
-) -> Float[Tensor, "k n_columns"]:
-    """One backward pass: row ``i`` holds the direct effects of every feature, error and
-    token node on the node read by ``inject[i]`` at (``layers[i]``, ``positions[i]``)
-    (layer ``n_layers``: after ``ln_final``)."""
-    n_layers, n_pos = model.cfg.n_layers, len(sources.tokens)
-    n_features = len(sources.active)
+) -> Iterator[tuple[int, Float[Tensor, "k pos d_model"]]]:
+    """``FrozenBackward.gradients`` by ``torch.autograd`` through the linearized forward's
+    graph, batched by vmap (``is_grads_batched``): for any configuration, every row and
+    position (layer ``n_layers`` injects after ``ln_final``)."""
+    n_layers = model.cfg.n_layers
     batch = len(layers)
     rows_of = torch.arange(batch, device=final.device)
     outputs, grad_outputs = [], []
@@ -230,26 +228,44 @@ def _gradient_rows(
     grads = torch.autograd.grad(
         outputs, sinks, grad_outputs, retain_graph=True, allow_unused=True, is_grads_batched=True
     )
-    grads = [None if grad is None else grad[:, 0] for grad in grads]  # [batch, pos, d_model]
-    rows = torch.zeros(batch, n_features + (n_layers + 1) * n_pos, dtype=dtype, device=final.device)
-    for layer, grad in enumerate(grads[:n_layers]):
-        if grad is None:
-            continue
+    for sink, grad in enumerate(grads):
+        if grad is not None:
+            yield sink, grad[:, 0]  # [batch, pos, d_model]
+
+
+def _gradient_rows(
+    sources: _Sources,
+    gradients: Iterator[tuple[int, Float[Tensor, "n q d_model"]]],
+    batch: int,
+    dtype: torch.dtype,
+) -> Float[Tensor, "batch n_columns"]:
+    """Row ``i`` holds the direct effects of every feature, error and token node on the
+    node that row ``i`` of ``gradients`` started from: the gradient at each layer's
+    transcoder output, dotted with the vectors written there, and at the embedding, with
+    each token's. A gradient may cover only the first rows and positions (the rest zero)."""
+    n_layers, n_pos = len(sources.writes), len(sources.tokens)
+    n_features = len(sources.active)
+    device = sources.tokens.device
+    rows = torch.zeros(batch, n_features + (n_layers + 1) * n_pos, dtype=dtype, device=device)
+    for sink, grad in gradients:
+        n, q = grad.shape[:2]
         grad = grad.to(dtype)
-        writes, effects = sources.writes[layer], []
-        for pos in range(n_pos):  # the gradient at pos against the vectors written there
+        if sink == n_layers:  # the embedding: token nodes
+            token_col = n_features + n_layers * n_pos
+            token_vectors = sources.tokens[:q].to(dtype)
+            rows[:n, token_col : token_col + q] = torch.einsum("bpd,pd->bp", grad, token_vectors)
+            continue
+        writes, effects = sources.writes[sink], []
+        for pos in range(q):  # the gradient at pos against the vectors written there
             start, end = writes.offsets[pos], writes.offsets[pos + 1]
             if end > start:
                 effects.append(grad[:, pos] @ writes.vectors[start:end].to(dtype).T)
         if effects:
-            rows.index_add_(1, writes.columns, torch.cat(effects, dim=1))
-        error_col = n_features + layer * n_pos
-        errors = sources.errors[layer].to(dtype)
-        rows[:, error_col : error_col + n_pos] = torch.einsum("bpd,pd->bp", grad, errors)
-    if grads[n_layers] is not None:
-        token_col = n_features + n_layers * n_pos
-        token_vectors = sources.tokens.to(dtype)
-        rows[:, token_col:] = torch.einsum("bpd,pd->bp", grads[n_layers].to(dtype), token_vectors)
+            written = writes.columns[: writes.offsets[q]]
+            rows[:n].index_add_(1, written, torch.cat(effects, dim=1))
+        error_col = n_features + sink * n_pos
+        errors = sources.errors[sink, :q].to(dtype)
+        rows[:n, error_col : error_col + q] = torch.einsum("bpd,pd->bp", grad, errors)
     return rows
 
 
@@ -296,6 +312,9 @@ def attribute(
     tokens = ensure_tokenized(prompt, model)
     n_layers, n_pos = model.cfg.n_layers, len(tokens)
     dtype = torch.promote_types(torch.float32, model.cfg.dtype)
+    why_autograd = unsupported(model)  # before linearized() attaches its hooks
+    if why_autograd is not None:
+        logger.info("Gradients by autograd (slower): FrozenBackward skips %s", why_autograd)
     with model.linearized() as run:
         final = model.run_linearized(tokens[None])  # one forward; backward is batched
         with torch.no_grad():
@@ -312,8 +331,14 @@ def attribute(
         edge_rows = torch.zeros(n_visit + n_logits, logit_offset + n_logits, dtype=dtype)
         row_to_node = torch.zeros(n_visit + n_logits, dtype=torch.long)
 
+        backward = FrozenBackward(model, run, dtype) if why_autograd is None else None
+
         def compute(layers: Tensor, positions: Tensor, inject: Tensor, first_row: int) -> None:
-            rows = _gradient_rows(model, run, final, sources, layers, positions, inject, dtype)
+            if backward is not None:
+                gradients = backward.gradients(layers, positions, inject)
+            else:
+                gradients = autograd_gradients(model, run, final, layers, positions, inject)
+            rows = _gradient_rows(sources, gradients, len(layers), dtype)
             edge_rows[first_row : first_row + len(rows), :logit_offset] = rows.cpu()
 
         device = final.device
@@ -327,6 +352,7 @@ def attribute(
         next_row, visited = n_logits, torch.zeros(n_active, dtype=torch.bool)
         n_visited = 0
         feature_layer, feature_pos = sources.active[:, 0], sources.active[:, 1]
+        layer_cpu, pos_cpu = feature_layer.cpu(), feature_pos.cpu()
         progress = tqdm(total=n_visit, desc="Feature attribution", disable=not verbose)
         while n_visited < n_visit:
             if n_visit == n_active:
@@ -338,8 +364,13 @@ def attribute(
                 rank = torch.argsort(influence[:n_active], descending=True)
                 queue = min(update_interval * batch_size, n_visit - n_visited)
                 pending = rank[~visited[rank]][:queue]
+            # Any split of the queue into batches gives the same rows. By position, a batch
+            # spans few positions (FrozenBackward stops at the last one); within a batch,
+            # by layer, highest first (it starts each row at its layer).
+            pending = pending[torch.argsort(pos_cpu[pending], stable=True)]
             for start in range(0, len(pending), batch_size):
                 chunk = pending[start : start + batch_size]
+                chunk = chunk[torch.argsort(layer_cpu[chunk], descending=True, stable=True)]
                 idx = chunk.to(device)
                 compute(feature_layer[idx], feature_pos[idx], sources.encoders[idx], next_row)
                 row_to_node[next_row : next_row + len(chunk)] = chunk

@@ -106,6 +106,10 @@ class CrossLayerTranscoder(nn.Module):
             return torch.zeros_like(x)
         return x.to(self.W_skip.dtype) @ self.W_skip[layer]
 
+    def skip_matrix(self, layer: int) -> Float[Tensor, "d_model d_model"] | None:
+        """``M`` with ``skip(layer, x) == x @ M`` (None without a skip connection)."""
+        return None if self.W_skip is None else self.W_skip[layer]
+
 
 def load_cross_layer_transcoder(
     folder: str | Path,

@@ -196,8 +196,8 @@ def compute_partial_influences(
     the node ``row_to_node[row]``); ranks which features to visit next."""
     normalized = edge_rows.abs()
     normalized /= normalized.sum(dim=1, keepdim=True).clamp(min=1e-8)
-    influence = torch.zeros(edge_rows.shape[1], device=edge_rows.device)
-    current = torch.zeros(edge_rows.shape[1], device=edge_rows.device)
+    influence = edge_rows.new_zeros(edge_rows.shape[1])  # float64 graphs stay float64
+    current = edge_rows.new_zeros(edge_rows.shape[1])
     current[-len(logit_probabilities) :] = logit_probabilities
     for _ in range(max_iter):
         current = current[row_to_node] @ normalized

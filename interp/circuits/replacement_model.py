@@ -35,12 +35,14 @@ MLP_HOOKS = ("mlp.hook_in", "mlp.hook_out")  # circuit-tracer's names: the MLP's
 @dataclass
 class LinearizedRun:
     """What one frozen forward recorded: the transcoders' inputs and outputs (in the autograd
-    graph), the embedding leaf, and the outputs' values before the skip substitution."""
+    graph), the embedding leaf, the outputs' values before the skip substitution, and the
+    frozen values (every ``hook_pattern`` and ``hook_scale``, by hook name)."""
 
     inputs: list[Tensor | None]
     outputs: list[Tensor | None]
     output_values: list[Tensor | None]
     embed: list[Tensor] = field(default_factory=list)
+    frozen: dict[str, Tensor] = field(default_factory=dict)
 
 
 class ReplacementModel:
@@ -163,7 +165,8 @@ class ReplacementModel:
 
     def _freezing_hooks(self, run: LinearizedRun) -> list[tuple[str, Callable]]:
         def detach(activation: Tensor, hook: Any) -> Tensor:
-            return activation.detach()
+            run.frozen[hook.name] = activation.detach()
+            return run.frozen[hook.name]
 
         def start_gradient(activation: Tensor, hook: Any) -> Tensor:
             leaf = activation.detach().requires_grad_(True)

@@ -161,6 +161,10 @@ class TranscoderSet(nn.Module):
             return torch.zeros_like(x)
         return self.transcoders[layer].skip(x)
 
+    def skip_matrix(self, layer: int) -> Float[Tensor, "d_model d_model"] | None:
+        """``M`` with ``skip(layer, x) == x @ M`` (None without a skip connection)."""
+        return self.transcoders[layer].W_skip.T if self.skip_connection else None
+
     def save(self, folder: str | Path) -> Path:
         """Write circuit-tracer's folder (``config.yaml`` + ``layer_{i}.safetensors``)."""
         from safetensors.torch import save_file
