@@ -10,7 +10,9 @@ On a CUDA device it runs, and summarises in a few lines:
 2. generation: greedy KV-cache generation equals Hugging Face's ``generate`` (fp32);
 3. flash attention: the bf16 forward of a Llama-shaped model runs with SDPA restricted to
    the flash kernel;
-4. the benchmark (``bench_families.py``) on CUDA in fp32 and bf16: forward against HF sdpa,
+4. circuit tracing: one attribution graph at ``bench_circuits.py``'s shape, the
+   written-out backward pass against autograd's (time, largest difference);
+5. the benchmark (``bench_families.py``) on CUDA in fp32 and bf16: forward against HF sdpa,
    ``run_with_cache`` of every hook against the forward, the patching sweep against
    TransformerLens, and the peak GPU memory of a full cache.
 
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import logging  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -120,6 +123,50 @@ def flash_attention(device: str, lines: list[str]) -> bool:
     return True
 
 
+def circuits(device: str, quick: bool, lines: list[str]) -> bool:
+    """One attribution graph of a Llama-shaped model with skip transcoders
+    (``bench_circuits.py``'s inputs) on ``device``: the written-out backward pass against
+    autograd's, time and the largest difference."""
+    import bench_circuits
+    from safetensors.torch import load_file
+
+    from interp import HookedTransformer, HookedTransformerConfig
+    from interp.circuits import ReplacementModel, attribute, attribution, load_transcoders
+
+    args = bench_circuits.parse_arguments(["--smoke"] if quick else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        bench_circuits.write_inputs(folder, args)
+        cfg = json.loads((folder / "config.json").read_text())
+        model = HookedTransformer(HookedTransformerConfig(**cfg, device=device))
+        model.load_state_dict(load_file(folder / "model.safetensors", device=device), strict=False)
+        replacement = ReplacementModel.from_model(model, load_transcoders(folder / "tc"))
+        tokens = torch.tensor(json.loads((folder / "tokens.json").read_text()), device=device)
+        graphs, seconds = [], []
+        for why_autograd in (None, "gpu_check's comparison"):
+            previous = attribution.unsupported
+            attribution.unsupported = lambda model, why=why_autograd: why
+            try:
+                attribute(tokens, replacement, batch_size=256)  # warm-up
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                begin = time.perf_counter()
+                graphs.append(attribute(tokens, replacement, batch_size=256).adjacency_matrix)
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                seconds.append(time.perf_counter() - begin)
+            finally:
+                attribution.unsupported = previous
+    gap = ((graphs[0] - graphs[1]).abs().max() / graphs[1].abs().max()).item()
+    ok = gap < 1e-4
+    lines.append(
+        f"  {'ok  ' if ok else 'FAIL'} attribution graph ({args.layers}x{args.d_model}, "
+        f"{args.features} features, {args.tokens} tokens, {len(graphs[0])} nodes): written-out "
+        f"backward {seconds[0]:.2f} s, autograd {seconds[1]:.2f} s, max |diff| / max |A| {gap:.1e}"
+    )
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu for a dry run")
@@ -138,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"gpu_check on {name} (torch {torch.__version__})", "parity against Hugging Face:"]
     ok = parity(args.device, lines)
     ok &= flash_attention(args.device, lines)
+    lines.append("circuit tracing:")
+    ok &= circuits(args.device, args.quick, lines)
 
     import bench_families
 

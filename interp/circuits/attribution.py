@@ -4,13 +4,15 @@
    transcoder's input and the MLP outputs: the active features (position 0 zeroed), their
    encoder and activation-scaled decoder vectors, the error nodes (MLP output minus
    reconstruction) and the logit targets.
-2. Each backward pass computes up to ``batch_size`` rows at once, the gradients batched by
-   ``torch.autograd.grad(is_grads_batched=True)`` over that one forward (circuit-tracer
-   runs the forward ``batch_size`` times instead): a feature's row injects its encoder
-   vector as the gradient of the transcoder input at (layer, pos); a logit's row injects
-   its demeaned unembedding column after ``ln_final``. The gradient at every transcoder
-   output, dotted with each source's decoder (or error) vector, and at ``hook_embed`` with
-   each token's embedding, is the direct effect of that source on the row's node.
+2. Each backward pass computes up to ``batch_size`` rows at once, from that one forward's
+   frozen patterns and norm scales (circuit-tracer runs the forward ``batch_size`` times
+   instead): a feature's row injects its encoder vector as the gradient of the transcoder
+   input at (layer, pos); a logit's row injects its demeaned unembedding column after
+   ``ln_final``. The gradient at every transcoder output, dotted with each source's decoder
+   (or error) vector, and at ``hook_embed`` with each token's embedding, is the direct
+   effect of that source on the row's node. ``FrozenBackward`` (``backward.py``) computes
+   the gradients; ``autograd_gradients``, through the forward's autograd graph, stands in
+   for the configurations it does not cover.
 3. With ``max_feature_nodes``, features are visited in order of their influence on the
    logits through the rows computed so far, re-ranked every ``update_interval`` batches.
 
