@@ -161,3 +161,26 @@ def test_what_it_does_not_cover_runs_by_autograd() -> None:
     torch.testing.assert_close(hooked, expected, rtol=0, atol=1e-12 * expected.abs().max())
     plain.model.reset_hooks()
     assert backward.unsupported(plain) is None
+
+
+def test_a_spliced_sae_runs_by_autograd(monkeypatch) -> None:
+    """An SAE spliced into the model (no error term) changes the gradient path, which only
+    autograd follows: the written-out backward would give another graph."""
+    from interp.sae import HookedSAETransformer
+
+    base = model_for("gpt2")
+    model = HookedSAETransformer(base.cfg)
+    model.load_state_dict(base.state_dict())
+    replacement = ReplacementModel.from_model(model, transcoders_for("gpt2", True))
+    sae = SAE(SAEConfig(d_in=32, d_sae=16, hook_name="blocks.1.hook_resid_pre", dtype="float64"))
+    with torch.no_grad():
+        sae.W_enc.normal_(0, 0.3)
+        sae.W_dec.normal_(0, 0.3)
+    model.add_sae(sae)
+    assert "SAEs spliced" in backward.unsupported(replacement)
+    through_sae = attribute(TOKENS, replacement).adjacency_matrix
+    monkeypatch.setattr(attribution, "unsupported", lambda model: None)
+    past_sae = attribute(TOKENS, replacement).adjacency_matrix
+    assert (through_sae - past_sae).abs().max() > 1e-3 * through_sae.abs().max()
+    model.reset_saes()
+    assert backward.unsupported(replacement) is None

@@ -51,6 +51,8 @@ def unsupported(model: ReplacementModel) -> str | None:
         return f"transcoders reading {hook!r}"
     if any(point.has_hooks for point in model.model.hook_dict.values()):
         return "hooks attached to the model (their effect on gradients is autograd's to follow)"
+    if getattr(model.model, "acts_to_saes", None):
+        return "SAEs spliced into the model"
     return None
 
 
@@ -178,7 +180,7 @@ class FrozenBackward:
         if top == self.n_layers:
             n = started[top]
             final = inject.new_zeros(n, q, d_model)
-            final[torch.arange(n), positions[:n]] = inject[:n]
+            final[torch.arange(n, device=final.device), positions[:n]] = inject[:n]
             grad[:n] = self.ln_final.transpose(final)
             top -= 1
         for index in range(top, -1, -1):
