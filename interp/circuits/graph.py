@@ -11,7 +11,9 @@ Example:
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import torch
@@ -24,6 +26,34 @@ class LogitTarget(NamedTuple):
 
     token_str: str
     vocab_idx: int
+
+
+class ForeignConfig:
+    """A model config pickled by circuit-tracer or TransformerLens (``UnifiedConfig``,
+    ``HookedTransformerConfig``), read back as its attributes (``n_layers``, ``d_vocab``,
+    ``model_name``, ``tokenizer_name``, ...)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.__dict__.update(kwargs)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items() if k in _CONFIG_SHOWN)
+        return f"ForeignConfig({fields})"
+
+
+_CONFIG_SHOWN = ("model_name", "n_layers", "d_model", "d_vocab")
+
+
+class _GraphUnpickler(pickle.Unpickler):
+    """Unpickles circuit-tracer's graphs with interp's classes in place of theirs."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.split(".")[0] in ("circuit_tracer", "transformer_lens"):
+            return LogitTarget if name == "LogitTarget" else ForeignConfig
+        return super().find_class(module, name)
+
+
+_graph_pickle = SimpleNamespace(Unpickler=_GraphUnpickler, load=pickle.load, __name__="pickle")
 
 
 class Graph:
@@ -81,7 +111,15 @@ class Graph:
 
     @staticmethod
     def from_pt(path: str | Path, map_location: str | torch.device = "cpu") -> Graph:
-        return Graph(**torch.load(path, weights_only=False, map_location=map_location))
+        """Read a graph ``to_pt`` saved, or circuit-tracer's ``Graph.to_pt`` (its
+        ``LogitTarget`` becomes ours, its config a ``ForeignConfig``; neither circuit-tracer
+        nor TransformerLens is imported)."""
+        state = torch.load(
+            path, weights_only=False, map_location=map_location, pickle_module=_graph_pickle
+        )
+        if isinstance(state.get("logit_targets"), Tensor):  # circuit-tracer's older files
+            state["logit_targets"] = [LogitTarget("", int(i)) for i in state["logit_targets"]]
+        return Graph(**state)
 
     def __repr__(self) -> str:
         return (
