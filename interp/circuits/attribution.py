@@ -23,9 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 from jaxtyping import Float, Int
@@ -34,6 +35,7 @@ from tqdm.auto import tqdm
 
 from interp.circuits.backward import FrozenBackward, unsupported
 from interp.circuits.graph import Graph, LogitTarget, compute_partial_influences
+from interp.circuits.offload import check_offload, offloaded
 from interp.circuits.replacement_model import LinearizedRun, ReplacementModel
 
 logger = logging.getLogger(__name__)
@@ -299,25 +301,29 @@ def attribute(
     desired_logit_prob: float = 0.95,
     batch_size: int = 512,
     max_feature_nodes: int | None = None,
+    offload: Literal["cpu", "disk"] | None = None,
     verbose: bool = False,
     update_interval: int = 4,
 ) -> Graph:
     """The attribution graph of ``prompt`` in ``model``'s local replacement model (see the
     module docstring); ``batch_size`` rows a backward pass, at most ``max_feature_nodes``
-    feature rows held (re-ranked by partial influence when it cuts)."""
+    feature rows held (re-ranked by partial influence when it cuts). ``offload`` moves the
+    weights the backward passes do not read to the CPU or to disk meanwhile
+    (``interp.circuits.offload``)."""
     if not isinstance(model, ReplacementModel):
         raise TypeError(
             f"model must be a ReplacementModel (ReplacementModel.from_model(model, "
             f"transcoders)); got {type(model).__name__}."
         )
     _check_arguments(max_n_logits, desired_logit_prob, batch_size, max_feature_nodes)
+    check_offload(offload)
     tokens = ensure_tokenized(prompt, model)
     n_layers, n_pos = model.cfg.n_layers, len(tokens)
     dtype = torch.promote_types(torch.float32, model.cfg.dtype)
     why_autograd = unsupported(model)  # before linearized() attaches its hooks
     if why_autograd is not None:
         logger.info("Gradients by autograd (slower): FrozenBackward skips %s", why_autograd)
-    with model.linearized() as run:
+    with model.linearized() as run, contextlib.ExitStack() as reload:
         final = model.run_linearized(tokens[None])  # one forward; backward is batched
         with torch.no_grad():
             logits = model.unembed(final[:, -1:])[0, -1]  # soft-capped, as the model's
@@ -334,6 +340,10 @@ def attribute(
         row_to_node = torch.zeros(n_visit + n_logits, dtype=torch.long)
 
         backward = FrozenBackward(model, run, dtype) if why_autograd is None else None
+        unread = [*(block.mlp for block in model.blocks), model.embed, model.unembed]
+        if backward is not None:  # it holds the skip matrices; autograd's graph reads them
+            unread.append(model.transcoders)
+        reload.enter_context(offloaded(unread, offload))
 
         def compute(layers: Tensor, positions: Tensor, inject: Tensor, first_row: int) -> None:
             if backward is not None:
