@@ -381,3 +381,29 @@ def test_from_pretrained_and_a_text_prompt(tmp_path) -> None:
         tokenizer.encode(" dog")[0],
         tokenizer.encode(" cat")[0],
     ]
+
+
+def test_circuit_tracers_loading_arguments(tmp_path) -> None:
+    """from_pretrained's backend / device / dtype / lazy_* arguments, the
+    from_pretrained_and_transcoders name, ensure_tokenized and zero_softcap, as circuit-tracer's
+    scripts call them."""
+    tiny_model("gemma2").save(tmp_path / "tiny")
+    replacement = ReplacementModel.from_pretrained(
+        str(tmp_path / "tiny"), tiny_transcoders("gemma2", skip=True), backend="transformerlens",
+        device="cpu", dtype=torch.float64, lazy_encoder=True, lazy_decoder=False,
+    )  # fmt: skip
+    assert replacement.cfg.dtype == replacement.transcoders[0].W_enc.dtype == torch.float64
+    transcoders = tiny_transcoders("gemma2", skip=True)
+    same = ReplacementModel.from_pretrained_and_transcoders(str(tmp_path / "tiny"), transcoders)
+    assert same.cfg.dtype == torch.float32
+    with pytest.raises(ValueError, match="backend='nnsight'.*transformerlens"):
+        ReplacementModel.from_pretrained(str(tmp_path / "tiny"), transcoders, backend="nnsight")
+    assert torch.equal(same.ensure_tokenized([0, 5, 17]), torch.tensor([0, 5, 17]))
+    capped = same(TOKENS[None])
+    with same.zero_softcap():
+        uncapped = same(TOKENS[None])
+        assert same.cfg.output_logits_soft_cap == 0.0
+    assert same.cfg.output_logits_soft_cap == 3.0
+    logits = same.unembed(same.ln_final(same(TOKENS[None], stop_at_layer=2)))
+    torch.testing.assert_close(logits, capped)
+    torch.testing.assert_close(torch.tanh(uncapped / 3.0) * 3.0, capped)

@@ -72,19 +72,49 @@ class ReplacementModel:
 
     @classmethod
     def from_pretrained(
-        cls, name_or_folder: str, transcoders: TranscoderSet | str | Path | list, **kwargs: Any
+        cls,
+        name_or_folder: str,
+        transcoders: TranscoderSet | str | Path | list,
+        backend: str = "transformerlens",
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        lazy_encoder: bool = False,
+        lazy_decoder: bool = True,
+        **kwargs: Any,
     ) -> ReplacementModel:
         """Load ``name_or_folder`` (a model shipped with interp, e.g. ``"shakespeare-char"``,
         or what ``HookedTransformer.from_pretrained_no_processing`` reads: circuit-tracer
-        loads without folding or centring too), then ``from_model``."""
+        loads without folding or centring too) on ``device`` in ``dtype``, then
+        ``from_model``. circuit-tracer's ``backend`` is always its TransformerLens one here;
+        ``lazy_encoder``/``lazy_decoder`` are accepted for its scripts, and the transcoders
+        are read whole."""
+        if backend != "transformerlens":
+            raise ValueError(
+                f"backend={backend!r}: interp runs circuits on its HookedTransformer, "
+                "circuit-tracer's 'transformerlens' backend; drop backend= (or pass that)."
+            )
         from interp.model import HookedTransformer
         from interp.models import list_models, load_model
 
         if name_or_folder in list_models():
-            model = load_model(name_or_folder, **kwargs)
+            model = load_model(name_or_folder, device=device, dtype=dtype, **kwargs)
         else:
-            model = HookedTransformer.from_pretrained_no_processing(name_or_folder, **kwargs)
+            options = {"device": device, "dtype": dtype}
+            options = {key: value for key, value in options.items() if value is not None}
+            model = HookedTransformer.from_pretrained_no_processing(
+                name_or_folder, **options, **kwargs
+            )
         return cls.from_model(model, transcoders)
+
+    @classmethod
+    def from_pretrained_and_transcoders(
+        cls,
+        model_name: str,
+        transcoders: TranscoderSet | CrossLayerTranscoder,
+        **kwargs: Any,
+    ) -> ReplacementModel:
+        """circuit-tracer's name for ``from_pretrained`` with transcoders already loaded."""
+        return cls.from_pretrained(model_name, transcoders, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name in ("model", "transcoders"):  # not set yet: no recursion
@@ -109,6 +139,23 @@ class ReplacementModel:
     @property
     def skip_transcoder(self) -> bool:
         return self.transcoders.skip_connection
+
+    def ensure_tokenized(self, prompt: str | Tensor | list[int]) -> Int[Tensor, " pos"]:
+        """The prompt's token ids as ``attribute`` reads them (a special token prepended)."""
+        from interp.circuits.attribution import ensure_tokenized
+
+        return ensure_tokenized(prompt, self)
+
+    @contextlib.contextmanager
+    def zero_softcap(self) -> Iterator[None]:
+        """Within the block, the output logits are not soft-capped (circuit-tracer's: it
+        sets the config's cap to 0, which every forward reads)."""
+        cap = self.model.cfg.output_logits_soft_cap
+        try:
+            self.model.cfg.output_logits_soft_cap = 0.0
+            yield
+        finally:
+            self.model.cfg.output_logits_soft_cap = cap
 
     # --------------------------------------------------------------------- checks
     def _check(self) -> None:

@@ -82,10 +82,11 @@ class Unembed(nn.Module):
         cfg = HookedTransformerConfig.unwrap(cfg)
         self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out, dtype=cfg.dtype))
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out, dtype=cfg.dtype))
-        self.soft_cap = cfg.output_logits_soft_cap
+        self.cfg = cfg  # the cap is read each forward, so setting it on the config applies
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_vocab"]:
         logits = affine(x, self.W_U, self.b_U)
-        if self.soft_cap > 0:
-            logits = torch.tanh(logits / self.soft_cap) * self.soft_cap
+        cap = self.cfg.output_logits_soft_cap
+        if cap > 0:
+            logits = torch.tanh(logits / cap) * cap
         return logits
