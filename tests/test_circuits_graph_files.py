@@ -113,3 +113,17 @@ def test_prompt_tokens_are_the_tokenizers_text(tmp_path) -> None:
     assert written["metadata"]["prompt_tokens"] == [chars[t] for t in tokens]
     logit = next(node for node in written["nodes"] if node["feature_type"] == "logit")
     assert logit["clerp"].startswith('Output "')
+
+
+def test_circuit_tracers_import_paths() -> None:
+    """A script ported by changing ``circuit_tracer`` to ``interp.circuits`` finds its names."""
+    from interp.circuits import Graph, ReplacementModel
+    from interp.circuits.graph import Graph as graph_module_graph
+    from interp.circuits.graph import compute_graph_scores, prune_graph
+    from interp.circuits.replacement_model import ReplacementModel as module_model
+    from interp.circuits.utils import create_graph_files as from_utils
+    from interp.circuits.utils.create_graph_files import create_graph_files as from_module
+
+    assert from_utils is from_module is create_graph_files
+    assert graph_module_graph is Graph and module_model is ReplacementModel
+    assert callable(prune_graph) and callable(compute_graph_scores)
