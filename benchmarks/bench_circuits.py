@@ -17,9 +17,10 @@ circuit-tracer's environment: see tests/circuit_tracer_reference/make_fixtures.p
 Measured at the default shape (6,076 active features; one thread on the project's 2-core
 CPU): interp 16.1 s, memory growth 553 MiB, peak RSS 1,233 MiB; circuit-tracer 104.5 s,
 1,830 MiB, 2,470 MiB. Time 0.15x, memory growth 0.30x, peak RSS 0.50x; adjacency within
-1.1e-6 of the largest entry. At 4x256, 2,048 features, 32 tokens (best of 3): 0.47 s vs
-4.27 s, 0.11x; memory growth 0.20x. (Before the backward pass was written out, autograd
-through the frozen forward, batched by vmap, took 0.92x circuit-tracer's time here.)
+1.1e-6 of the largest entry. On 2 threads: 10.7 s vs 51.3 s, 0.21x. At 4x256, 2,048
+features, 32 tokens (best of 3): 0.47 s vs 4.27 s, 0.11x; memory growth 0.20x. (Before the
+backward pass was written out, autograd through the frozen forward, batched by vmap, took
+0.92x circuit-tracer's time here.)
 """
 
 from __future__ import annotations
