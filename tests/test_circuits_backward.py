@@ -184,3 +184,58 @@ def test_a_spliced_sae_runs_by_autograd(monkeypatch) -> None:
     assert (through_sae - past_sae).abs().max() > 1e-3 * through_sae.abs().max()
     model.reset_saes()
     assert backward.unsupported(replacement) is None
+
+
+def _family_checkpoints() -> dict:
+    """Every family case of the parity tests: name -> a function saving its checkpoint."""
+    from tests import (
+        test_families2_parity,
+        test_families_gpt_oss_parity,
+        test_families_moe_parity,
+        test_families_parity,
+    )
+
+    saves = {}
+    for module in (test_families_parity, test_families2_parity, test_families_moe_parity):
+        for case in module.CASES:
+            saves[case] = lambda folder, module=module, case=case: module.saved(folder, case)
+    for case in test_families_gpt_oss_parity.CASES:
+        saves[case] = lambda folder, case=case: test_families_gpt_oss_parity.make(
+            case
+        ).save_pretrained(folder)
+    return saves
+
+
+FAMILY_CHECKPOINTS = _family_checkpoints()
+
+
+@pytest.mark.parametrize("case", sorted(FAMILY_CHECKPOINTS))
+def test_every_family_checkpoint_equals_autograd(case, tmp_path, monkeypatch) -> None:
+    """Each architecture as loaded from a Hugging Face checkpoint (its norms, blocks and
+    attention as interp builds them), with skip transcoders on its MLPs, in float64."""
+    FAMILY_CHECKPOINTS[case](tmp_path)
+    model = HookedTransformer.from_pretrained_no_processing(
+        tmp_path, tokenizer=None, dtype=torch.float64
+    )
+    cfg = model.cfg
+    torch.manual_seed(1)
+    saes = []
+    for layer in range(cfg.n_layers):
+        sae = SAE(SAEConfig(
+            d_in=cfg.d_model, d_sae=32, architecture="skip_transcoder",
+            hook_name=f"blocks.{layer}.mlp.hook_in", hook_name_out=f"blocks.{layer}.mlp.hook_out",
+            apply_b_dec_to_input=False, dtype="float64",
+        ))  # fmt: skip
+        with torch.no_grad():
+            sae.W_enc.normal_(0, 1.5 / cfg.d_model**0.5)
+            sae.W_dec.normal_(0, 0.3)
+            sae.W_skip.normal_(0, 1 / cfg.d_model**0.5)
+        saes.append(sae)
+    replacement = ReplacementModel.from_model(model, TranscoderSet.from_saes(saes))
+    tokens = torch.arange(1, 9) % cfg.d_vocab
+    written_out = attribute(tokens, replacement, batch_size=16)
+    with monkeypatch.context() as patch:
+        patch.setattr(attribution, "unsupported", lambda model: "the test's choice")
+        by_autograd = attribute(tokens, replacement, batch_size=16)
+    assert len(written_out.active_features) > 0
+    assert_same_graph(written_out, by_autograd)
