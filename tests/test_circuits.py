@@ -308,6 +308,19 @@ def test_bad_input_is_a_clear_error_and_leaves_the_model_unchanged(shape: str) -
     silent = ReplacementModel.from_model(model, tiny_transcoders(shape, True, b_enc=-1e3))
     with pytest.raises(ValueError, match="No transcoder feature is active"):
         attribute(TOKENS, silent)
+    targets_and_errors = [  # attribution_targets: what is wrong, the error it gives
+        ([("x", 0.5, torch.randn(7))], ValueError, r"vec must be a \[d_model=32\] tensor"),
+        ([("x", 0.5, torch.full((32,), float("nan")))], ValueError, "NaN or inf"),
+        ([("x", "high", torch.randn(32))], TypeError, r"\(token_str, prob, vec\) tuple"),
+        ([("x", 0.5)], TypeError, r"\(token_str, prob, vec\) tuple"),
+        (torch.tensor([1.5]), TypeError, "holds token ids; got torch.float32"),
+        ([-1], ValueError, r"in \[0, 48\)"),
+    ]
+    for targets, error, message in targets_and_errors:
+        with pytest.raises(error, match=message):
+            attribute(TOKENS, replacement, attribution_targets=targets)
+    with pytest.raises(ValueError, match="update_interval=0; it must be a positive int"):
+        attribute(TOKENS, replacement, max_feature_nodes=3, update_interval=0)
     assert_unchanged(model, before)
     attribute(TOKENS, replacement, batch_size=8)  # a good run leaves it unchanged too
     assert_unchanged(model, before)

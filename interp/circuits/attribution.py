@@ -110,7 +110,24 @@ def _logit_targets(
     probs = torch.softmax(logits.float(), dim=-1)
     unembed = model.unembed.W_U  # [d_model, d_vocab]
     if spec is not None and len(spec) > 0 and isinstance(spec[0], tuple):
-        custom = [CustomTarget(*target) for target in spec]
+        try:
+            custom = [CustomTarget(str(token), float(prob), vec) for token, prob, vec in spec]
+        except (TypeError, ValueError):
+            raise TypeError(
+                "A custom attribution target is a (token_str, prob, vec) tuple (CustomTarget), "
+                f"with prob a number; got {[type(t).__name__ for t in spec[0]]} first."
+            ) from None
+        for target in custom:
+            vec = target.vec
+            if not isinstance(vec, Tensor) or vec.shape != (model.cfg.d_model,):
+                shape = tuple(vec.shape) if isinstance(vec, Tensor) else type(vec).__name__
+                raise ValueError(
+                    f"CustomTarget {target.token_str!r}: vec must be a [d_model="
+                    f"{model.cfg.d_model}] tensor (a direction in the residual stream after "
+                    f"ln_final); got {shape}."
+                )
+            if not torch.isfinite(vec).all():
+                raise ValueError(f"CustomTarget {target.token_str!r}: vec has NaN or inf entries.")
         targets = [LogitTarget(t.token_str, model.cfg.d_vocab + i) for i, t in enumerate(custom)]
         probabilities = torch.tensor([float(t.prob) for t in custom])
         vectors = torch.stack([t.vec.to(unembed) for t in custom])
@@ -120,6 +137,8 @@ def _logit_targets(
         cutoff = int(torch.searchsorted(torch.cumsum(top_p, 0), desired_logit_prob)) + 1
         indices = top_idx[:cutoff]
     elif isinstance(spec, Tensor) or all(isinstance(i, int) for i in spec):
+        if isinstance(spec, Tensor) and (spec.is_floating_point() or spec.is_complex()):
+            raise TypeError(f"attribution_targets as a tensor holds token ids; got {spec.dtype}.")
         indices = torch.as_tensor(spec, dtype=torch.long, device=probs.device).flatten()
     elif all(isinstance(s, str) for s in spec):
         ids = [model.tokenizer.encode(s, add_special_tokens=False) for s in spec]
@@ -274,9 +293,14 @@ def _gradient_rows(
 
 
 def _check_arguments(
-    max_n_logits: int, desired_logit_prob: float, batch_size: int, max_feature_nodes: int | None
+    max_n_logits: int,
+    desired_logit_prob: float,
+    batch_size: int,
+    max_feature_nodes: int | None,
+    update_interval: int,
 ) -> None:
-    for name, value in (("max_n_logits", max_n_logits), ("batch_size", batch_size)):
+    positive = (("max_n_logits", max_n_logits), ("batch_size", batch_size))
+    for name, value in (*positive, ("update_interval", update_interval)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}={value!r}; it must be a positive int.")
     if max_feature_nodes is not None and (
@@ -315,7 +339,9 @@ def attribute(
             f"model must be a ReplacementModel (ReplacementModel.from_model(model, "
             f"transcoders)); got {type(model).__name__}."
         )
-    _check_arguments(max_n_logits, desired_logit_prob, batch_size, max_feature_nodes)
+    _check_arguments(
+        max_n_logits, desired_logit_prob, batch_size, max_feature_nodes, update_interval
+    )
     check_offload(offload)
     tokens = ensure_tokenized(prompt, model)
     n_layers, n_pos = model.cfg.n_layers, len(tokens)
