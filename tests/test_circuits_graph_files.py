@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 import torch
 
-from interp.circuits import attribute, create_graph_files
+from interp.circuits import Graph, attribute, compute_graph_scores, create_graph_files, prune_graph
 from interp.circuits.graph_files import cantor_pairing
 from interp.tokenizers import CharTokenizer
 from tests.circuit_tracer_models import REFERENCE, replacement_model
@@ -97,6 +97,18 @@ def test_reads_a_saved_graph_and_checks_its_arguments(tmp_path) -> None:
         create_graph_files(saved, "x", saved)
     with pytest.raises(ValueError, match="node_threshold"):
         create_graph_files(saved, "x", tmp_path, node_threshold=1.5)
+    with pytest.raises(ValueError, match="node_threshold='0.8'; it must be a number"):
+        prune_graph(graph("gpt2_skip"), node_threshold="0.8")
+    with pytest.raises(TypeError, match="prune_graph takes a Graph"):
+        prune_graph(str(saved))
+    with pytest.raises(TypeError, match="compute_graph_scores takes a Graph"):
+        compute_graph_scores(None)
+    (tmp_path / "garbage.pt").write_bytes(b"not a pickle")
+    with pytest.raises(ValueError, match="garbage.pt is not a saved graph"):
+        Graph.from_pt(tmp_path / "garbage.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="other.pt is not a saved graph.*lacks"):
+        Graph.from_pt(tmp_path / "other.pt")
 
 
 def test_cantor_pairing_is_one_to_one() -> None:

@@ -112,6 +112,8 @@ def test_bad_input_is_a_clear_error_and_leaves_the_model_unchanged(variant: str)
         "position 8 is out of range": [(1, 8, 0, 1.0)],
         "position 9 is out of range": [(1, torch.tensor([1, 9]), 0, 1.0)],
         "expected a \\(layer, pos, feature, value\\)": [(0, 3, 1)],
+        "value nan is not finite": [(0, 3, 1, float("nan"))],
+        "is not finite": [(0, 3, 1, torch.tensor([1.0, float("inf")]))],
     }
     for message, chosen in bad.items():
         with pytest.raises(ValueError, match=message):

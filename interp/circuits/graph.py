@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 import pickle
 from pathlib import Path
 from types import SimpleNamespace
@@ -53,6 +54,11 @@ class _GraphUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+# The fields a saved graph must have (circuit-tracer's; to_pt writes vocab_size and scan too).
+_SAVED_FIELDS = (
+    "input_string", "input_tokens", "active_features", "adjacency_matrix", "cfg",
+    "selected_features", "activation_values", "logit_targets", "logit_probabilities",
+)  # fmt: skip
 _graph_pickle = SimpleNamespace(Unpickler=_GraphUnpickler, load=pickle.load, __name__="pickle")
 
 
@@ -102,11 +108,9 @@ class Graph:
 
     def to_pt(self, path: str | Path) -> None:
         """Save the graph (``Graph.from_pt`` reads it back)."""
-        fields = ("input_string", "input_tokens", "active_features", "adjacency_matrix", "cfg")
-        fields += ("selected_features", "activation_values", "logit_probabilities", "scan")
-        state = {name: getattr(self, name) for name in fields}
+        state = {name: getattr(self, name) for name in _SAVED_FIELDS}
         state["logit_targets"] = [tuple(target) for target in self.logit_targets]
-        state["vocab_size"] = self.vocab_size
+        state["vocab_size"], state["scan"] = self.vocab_size, self.scan
         torch.save(state, path)
 
     @staticmethod
@@ -114,9 +118,17 @@ class Graph:
         """Read a graph ``to_pt`` saved, or circuit-tracer's ``Graph.to_pt`` (its
         ``LogitTarget`` becomes ours, its config a ``ForeignConfig``; neither circuit-tracer
         nor TransformerLens is imported)."""
-        state = torch.load(
-            path, weights_only=False, map_location=map_location, pickle_module=_graph_pickle
-        )
+        try:
+            state = torch.load(
+                path, weights_only=False, map_location=map_location, pickle_module=_graph_pickle
+            )
+        except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
+            raise ValueError(f"{path} is not a saved graph (Graph.to_pt): {error}") from None
+        missing = set(_SAVED_FIELDS) - set(state) if isinstance(state, dict) else _SAVED_FIELDS
+        if missing:
+            raise ValueError(
+                f"{path} is not a saved graph (Graph.to_pt): it lacks {sorted(missing)}."
+            )
         if isinstance(state.get("logit_targets"), Tensor):  # circuit-tracer's older files
             state["logit_targets"] = [LogitTarget("", int(i)) for i in state["logit_targets"]]
         return Graph(**state)
@@ -162,6 +174,14 @@ def _threshold(scores: Float[Tensor, " n"], fraction: float) -> Tensor:
     return ordered[index]
 
 
+def _check_graph(graph: Any, function: str) -> None:
+    if not isinstance(graph, Graph):
+        raise TypeError(
+            f"{function} takes a Graph (from attribute(...) or Graph.from_pt(path)); got "
+            f"{type(graph).__name__}."
+        )
+
+
 class PruneResult(NamedTuple):
     node_mask: Bool[Tensor, " n"]
     edge_mask: Bool[Tensor, "n n"]
@@ -174,9 +194,10 @@ def prune_graph(
     """Keep the nodes, then the edges, that carry ``node_threshold`` / ``edge_threshold`` of
     the influence on the logits; tokens and logits are always kept, and features or errors
     left without outgoing (features: or incoming) edges are dropped until none is."""
+    _check_graph(graph, "prune_graph")
     for name, value in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name}={value!r}; it must be between 0.0 and 1.0.")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
+            raise ValueError(f"{name}={value!r}; it must be a number between 0.0 and 1.0.")
     n_kept_always = len(graph.logit_targets) + graph.n_pos  # tokens and logits
     n_features = len(graph.selected_features)
     weights = _logit_weights(graph)
@@ -209,6 +230,7 @@ def compute_graph_scores(graph: Graph) -> tuple[float, float]:
     """(replacement score, completeness score): the share of the tokens' influence on the
     logits that does not pass through error nodes, and the influence-weighted share of every
     node's inputs that come from features or tokens rather than errors."""
+    _check_graph(graph, "compute_graph_scores")
     error_start = len(graph.selected_features)
     error_end = error_start + graph.n_pos * graph.n_layers
     token_end = error_end + graph.n_pos

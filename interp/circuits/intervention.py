@@ -147,6 +147,8 @@ def check_interventions(
         _check_indices(tuple(intervention), "feature", feature, d_transcoder, False)
         if isinstance(value, bool) or not isinstance(value, (numbers.Real, Tensor)):
             raise TypeError(f"Intervention {intervention!r}: value {value!r} must be a number.")
+        if not torch.isfinite(torch.as_tensor(value)).all():
+            raise ValueError(f"Intervention {intervention!r}: value {value!r} is not finite.")
         by_layer[index].append((pos, feature, value))
     return dict(by_layer)
 
