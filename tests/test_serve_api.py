@@ -459,7 +459,8 @@ def test_the_page_and_its_scripts_are_served_locally(client):
     assert (
         page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
     )
-    sources = ["vendor/plotly-cartesian.min.js", "vendor/attention.js", "static/app.js"]
+    sources = ["vendor/plotly-cartesian.min.js", "vendor/attention.js", "static/api.js"]
+    sources.append("static/app.js")
     for source in sources:
         assert f'src="{source}"' in page.text
     assert "http" not in page.text.replace('href="data:,"', "")  # no CDN, no absolute URL

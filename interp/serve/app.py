@@ -74,6 +74,7 @@ T = TypeVar("T")
 WORKER_THREADS = 4
 STATIC = resources.files("interp.serve") / "static"
 STATIC_FILES = {
+    "api.js": "text/javascript",
     "app.js": "text/javascript",
     "style.css": "text/css",
     "features.js": "text/javascript",

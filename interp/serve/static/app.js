@@ -6,7 +6,6 @@
   "use strict";
 
   const $ = (id) => document.getElementById(id);
-  const TOKEN = new URLSearchParams(location.search).get("token");
   const PLOT_CONFIG = { displayModeBar: false, responsive: true };
   // interp.viz.plots's scales: light to dark blue; negative red, zero white, positive blue.
   const BLUES = [[0, "#f7fbff"], [0.25, "#c6dbef"], [0.5, "#6baed6"], [0.75, "#2171b5"], [1, "#08306b"]];
@@ -19,42 +18,10 @@
   let generation = 0; // answers to an older prompt are dropped
   let layerData = null; // the shown layer's patterns
   let job = null; // the running patching job: {id, source}
-  let busy = 0;
 
   // ------------------------------------------------------------------ helpers
-  function setBusy(delta) {
-    busy += delta;
-    document.body.dataset.busy = String(busy);
-  }
-
-  async function api(path, body, method) {
-    const headers = {};
-    if (TOKEN) headers.authorization = "Bearer " + TOKEN;
-    const options = { method: method || (body ? "POST" : "GET"), headers };
-    if (body) {
-      headers["content-type"] = "application/json";
-      options.body = JSON.stringify(body);
-    }
-    setBusy(1);
-    try {
-      const response = await fetch("api/" + path, options);
-      const data = await response.json().catch(() => ({ error: response.statusText }));
-      if (!response.ok) throw new Error(data.error || response.statusText);
-      return data;
-    } finally {
-      setBusy(-1);
-    }
-  }
-
-  function showError(error) {
-    $("error").textContent = error instanceof Error ? error.message : String(error);
-    $("error").hidden = false;
-  }
-
-  function clearError() {
-    $("error").textContent = "";
-    $("error").hidden = true;
-  }
+  const { api, setBusy } = InterpApi;
+  const { show: showError, clear: clearError } = InterpApi.errorBox("error");
 
   // Each panel: its error box and how to empty it. A panel is emptied when the model or
   // prompt changes and when its own request fails, so it never shows another prompt's answer.
@@ -496,7 +463,7 @@
       await api(`jobs/${status.id}`, undefined, "DELETE");
       return;
     }
-    const suffix = TOKEN ? "?token=" + encodeURIComponent(TOKEN) : "";
+    const suffix = InterpApi.TOKEN ? "?token=" + encodeURIComponent(InterpApi.TOKEN) : "";
     const source = new EventSource(`api/jobs/${status.id}/events${suffix}`);
     job = { id: status.id, source: source };
     $("cancel").disabled = false;
@@ -656,7 +623,7 @@
   }
 
   async function start() {
-    document.body.dataset.busy = "0";
+    setBusy(0);
     readHash();
     bind();
     try {

@@ -6,43 +6,10 @@
   "use strict";
 
   const $ = (id) => document.getElementById(id);
-  const TOKEN = new URLSearchParams(location.search).get("token");
   const state = { model: "", feature: null, prompt: "" };
-  let busy = 0;
 
-  function setBusy(delta) {
-    busy += delta;
-    document.body.dataset.busy = String(busy);
-  }
-
-  async function api(path, body) {
-    const headers = {};
-    if (TOKEN) headers.authorization = "Bearer " + TOKEN;
-    const options = { method: body ? "POST" : "GET", headers };
-    if (body) {
-      headers["content-type"] = "application/json";
-      options.body = JSON.stringify(body);
-    }
-    setBusy(1);
-    try {
-      const response = await fetch("api/" + path, options);
-      const data = await response.json().catch(() => ({ error: response.statusText }));
-      if (!response.ok) throw new Error(data.error || response.statusText);
-      return data;
-    } finally {
-      setBusy(-1);
-    }
-  }
-
-  function showError(error) {
-    $("fb-error").textContent = error instanceof Error ? error.message : String(error);
-    $("fb-error").hidden = false;
-  }
-
-  function clearError() {
-    $("fb-error").hidden = true;
-    $("fb-error").textContent = "";
-  }
+  const { api, setBusy } = InterpApi;
+  const { show: showError, clear: clearError } = InterpApi.errorBox("fb-error");
 
   function el(tag, text, className) {
     const element = document.createElement(tag);
@@ -286,7 +253,7 @@
   }
 
   async function start() {
-    document.body.dataset.busy = "0";
+    setBusy(0);
     readHash();
     $("search-form").addEventListener("submit", run(search));
     $("fb-prompt-form").addEventListener("submit", run(async () => {
