@@ -71,8 +71,13 @@
   async function plot(id, traces, layout) {
     const ticket = String(++plots);
     $(id).dataset.plot = ticket;
-    await plotlyLoaded;
-    if ($(id).dataset.plot === ticket) await Plotly.react($(id), traces, layout, PLOT_CONFIG);
+    setBusy(1); // a plot being drawn counts as busy: the page is still changing
+    try {
+      await plotlyLoaded;
+      if ($(id).dataset.plot === ticket) await Plotly.react($(id), traces, layout, PLOT_CONFIG);
+    } finally {
+      setBusy(-1);
+    }
   }
 
   function clearPlot(id) {
@@ -458,8 +463,16 @@
     const body = { model: state.model, prompt: state.prompt, corrupted: state.corrupted };
     if (state.patchAnswer) body.answer = state.patchAnswer;
     if (state.patchWrong) body.wrong_answer = state.patchWrong;
-    const status = await api("patching", body);
+    setBusy(1); // held from the request to the job's end, so the page is never idle between
+    let status;
+    try {
+      status = await api("patching", body);
+    } catch (error) {
+      setBusy(-1);
+      throw error;
+    }
     if (gen !== generation) {
+      setBusy(-1);
       await api(`jobs/${status.id}`, undefined, "DELETE");
       return;
     }
@@ -468,7 +481,6 @@
     job = { id: status.id, source: source };
     $("cancel").disabled = false;
     $("patching-progress").hidden = false;
-    setBusy(1);
     const finish = () => {
       source.close();
       job = null;
