@@ -104,7 +104,7 @@ class CrossLayerTranscoder(nn.Module):
     def skip(self, layer: int, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
         if self.W_skip is None:
             return torch.zeros_like(x)
-        return x.to(self.W_skip.dtype) @ self.W_skip[layer]
+        return x.to(self.W_skip.dtype) @ self.skip_matrix(layer)
 
     def skip_matrix(self, layer: int) -> Float[Tensor, "d_model d_model"] | None:
         """``M`` with ``skip(layer, x) == x @ M`` (None without a skip connection)."""
