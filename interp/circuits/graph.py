@@ -35,6 +35,8 @@ class ForeignConfig:
     ``model_name``, ``tokenizer_name``, ...)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Pickle rebuilds a dataclass without calling this and then sets its __dict__; an
+        # object pickled by a constructor call (args, kwargs) keeps only its named fields.
         self.__dict__.update(kwargs)
 
     def __repr__(self) -> str:
