@@ -7,9 +7,16 @@
   const TOKEN = new URLSearchParams(location.search).get("token");
   let busy = 0;
 
-  function setBusy(delta) {
+  function count(delta) {
     busy += delta;
     document.body.dataset.busy = String(busy);
+  }
+
+  // A request or drawing starting (delta > 0) counts at once; one ending counts after the
+  // current task, so a chain of them (await one, start the next) never reads as idle between.
+  function setBusy(delta) {
+    if (delta > 0) count(delta);
+    else setTimeout(() => count(delta), 0);
   }
 
   // The JSON answer of api/<path> (POST when there is a body); a failed request throws an

@@ -463,16 +463,8 @@
     const body = { model: state.model, prompt: state.prompt, corrupted: state.corrupted };
     if (state.patchAnswer) body.answer = state.patchAnswer;
     if (state.patchWrong) body.wrong_answer = state.patchWrong;
-    setBusy(1); // held from the request to the job's end, so the page is never idle between
-    let status;
-    try {
-      status = await api("patching", body);
-    } catch (error) {
-      setBusy(-1);
-      throw error;
-    }
+    const status = await api("patching", body);
     if (gen !== generation) {
-      setBusy(-1);
       await api(`jobs/${status.id}`, undefined, "DELETE");
       return;
     }
@@ -481,6 +473,7 @@
     job = { id: status.id, source: source };
     $("cancel").disabled = false;
     $("patching-progress").hidden = false;
+    setBusy(1); // the job, until its last message
     const finish = () => {
       source.close();
       job = null;
