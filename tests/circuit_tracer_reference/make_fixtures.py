@@ -10,8 +10,9 @@ environment (torch first, from the local wheel, so pip does not fetch another bu
     cd /tmp && /work/ct-venv/bin/python /work/main/tests/circuit_tracer_reference/make_fixtures.py
 
 LayerNorm's ``hook_normalized`` is after its weight and bias in TransformerLens 2.x (and
-interp) but before them in 3.x, so the GPT-2 case reads ``hook_resid_mid``; RMSNorm's is
-before its weight in both.
+interp) but before them in 3.x; the GPT-2 case here reads ``hook_resid_mid``, and
+``make_norm_fixtures.py`` covers every norm x input hook x skip, ``ln2.hook_normalized``
+included.
 
 (run it from outside the project: a folder holding ``interp/tokenizers.py`` on ``sys.path``
 would shadow the ``tokenizers`` package). It is deterministic and writes only into this
