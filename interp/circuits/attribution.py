@@ -440,4 +440,5 @@ def attribute(
         adjacency_matrix=adjacency,
         cfg=model.cfg,
         scan=model.scan,
+        tokenizer=model.tokenizer,
     )

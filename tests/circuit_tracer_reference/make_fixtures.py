@@ -115,9 +115,10 @@ def random_weights(model: HookedTransformer, seed: int) -> dict[str, torch.Tenso
     return state
 
 
-def write_transcoders(folder: Path, activation: str, skip: bool, hooks, seed: int) -> None:
+def write_transcoders(
+    folder: Path, activation: str, skip: bool, hooks, seed: int, d_model: int = COMMON["d_model"]
+) -> None:
     generator = torch.Generator().manual_seed(seed)
-    d_model = COMMON["d_model"]
     folder.mkdir(parents=True, exist_ok=True)
     for layer in range(COMMON["n_layers"]):
 
