@@ -1,5 +1,5 @@
 """Reference attribution graphs written by circuit-tracer 0.5.0 (TransformerLens backend),
-for ``tests/test_circuits_reference.py``.
+for ``tests/circuits/test_circuits_reference.py``.
 
 circuit-tracer pins TransformerLens < 4 and an older transformers, so it runs in its own
 environment (torch first, from the local wheel, so pip does not fetch another build)::

@@ -1,5 +1,5 @@
 """Reference graphs and feature interventions written by circuit-tracer 0.5.0 for every norm x
-transcoder input hook x skip connection, for ``tests/test_circuits_reference_norms.py``.
+transcoder input hook x skip connection, for ``tests/circuits/test_circuits_reference_norms.py``.
 
 Run it in circuit-tracer's environment (see ``make_fixtures.py``)::
 

@@ -1,5 +1,5 @@
 """A reference Neuronpedia graph file written by circuit-tracer 0.5.0 on a model with GPT-2's
-tokenizer, for ``tests/test_circuits_graph_files_tokenizer.py``: the prompt is text, so the
+tokenizer, for ``tests/circuits/test_circuits_graph_files_tokenizer.py``: the prompt is text, so the
 file's ``metadata.prompt_tokens``, ``prompt`` and logit labels are the tokenizer's strings.
 
 Run it in circuit-tracer's environment (see ``make_fixtures.py``), with the
