@@ -140,6 +140,27 @@ def test_a_model_from_the_hub_is_named_after_its_repository(tmp_path, hub_cache)
     assert stated_model_name(model.cfg) == "gpt2"
 
 
+def test_a_transformer_lens_folder_is_named_by_its_repo_or_config(tmp_path, hub_cache):  # noqa: F811
+    import shutil
+    import warnings
+
+    toy = Path(__file__).parent / "tl218_reference" / "api" / "toy" / "attn-only-2l"
+    shutil.copytree(toy, tmp_path / "my-toy")
+    hub_cache.add("NeelNanda/Attn_Only_2L512W_C4_Code", {f.name: f for f in toy.iterdir()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no tokenizer cached: said elsewhere
+        local = HookedTransformer.from_pretrained_no_processing(str(tmp_path / "my-toy"))
+        hub = HookedTransformer.from_pretrained_no_processing("attn-only-2l")
+        config = json.loads((tmp_path / "my-toy" / "config.json").read_text())
+        config["model_name"] = "attn-only-2l"
+        (tmp_path / "my-toy" / "config.json").write_text(json.dumps(config))
+        named = HookedTransformer.from_pretrained_no_processing(str(tmp_path / "my-toy"))
+    assert local.cfg.model_name == "my-toy" and stated_model_name(local.cfg) is None
+    assert stated_model_name(hub.cfg) == "Attn_Only_2L512W_C4_Code"
+    assert stated_model_name(named.cfg) == "attn-only-2l"
+    assert same_model(stated_model_name(named.cfg), stated_model_name(hub.cfg))
+
+
 def test_models_built_in_memory_or_from_nanogpt_state_no_name(tmp_path):
     from interp.loading.hf import from_hf_model
     from tests.test_loading_nanogpt import nanogpt_hf, train_py_checkpoint
