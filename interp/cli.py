@@ -136,7 +136,9 @@ def run_report(args: argparse.Namespace) -> None:
     check_report_inputs(model, args.prompt, args.corrupted, answers)
     sections = []
     if args.sae:
-        sections = report_sections(model, args.prompt, args.sae, args.sae_data)
+        sections = report_sections(
+            model, args.prompt, args.sae, args.sae_data, args.allow_model_mismatch
+        )
     answer_pair = tuple(answers.values())
     _report(
         model, args.prompt, args.out, args.corrupted, answer_pair, sections, args.self_contained

@@ -35,6 +35,7 @@ from interp.loading.families.base import (
     positive_int,
     positive_number,
 )
+from interp.loading.model_names import MODEL_NAME_UNSTATED
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
 from interp.tokenizers import get_tokenizer
 
@@ -275,6 +276,8 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
         cfg = family.hooked_config(hf_config, dtype=parameter.dtype)
         source, rows = family.checked_source(state_dict, cfg, hf_config, "The model")
         tensors = iter_tensors(source, rows)
+    if not hf_config.get("_name_or_path"):  # built in code: its name is only its family's
+        cfg.extra[MODEL_NAME_UNSTATED] = True
     model = build_model(cfg, tensors, tokenizer, parameter.device)
     state_dict.warn_non_finite(f"The {type(hf_model).__name__}")
     return model
@@ -343,9 +346,15 @@ def load_hf_folder(
     device: torch.device | str | None = None,
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
+    repo_id: str | None = None,
 ) -> Any:
     """A HookedTransformer from a Hugging Face checkpoint folder of a supported architecture
     (``SUPPORTED_ARCHITECTURES``), in float32 unless ``dtype`` says otherwise.
+
+    The model is named after ``repo_id`` (the hub repo the folder is a snapshot of) as
+    TransformerLens names it (``"meta-llama/Llama-3.2-1B"`` -> ``"Llama-3.2-1B"``), else the
+    config's ``_name_or_path``, else the folder (a name the checkpoint does not state:
+    ``stated_model_name`` gives None).
 
     Every tensor's name and shape is checked against the config before any is read; the
     tensors are then read one at a time and placed on ``device``, so loading peaks near the
@@ -365,7 +374,7 @@ def load_hf_folder(
     what = f"The checkpoint in {printable(folder)}"
     if is_gpt2(hf_config):
         cfg = _checked_config(config_path, "GPT-2", lambda: config_from_hf(hf_config, dtype=dtype))
-        cfg.model_name = hf_config.get("_name_or_path") or folder.name
+        cfg.model_name = _model_name(cfg, hf_config, folder, repo_id)
         weights = hf_folder_source(folder)
         untied = hf_config.get("tie_word_embeddings") is False
         source = check_hf_source(weights, cfg, what, needs_lm_head=untied)
@@ -375,7 +384,8 @@ def load_hf_folder(
         cfg = _checked_config(
             config_path, family.name, lambda: family.hooked_config(hf_config, dtype=dtype)
         )
-        cfg.model_name = cfg.tokenizer_name = hf_config.get("_name_or_path") or folder.name
+        cfg.tokenizer_name = hf_config.get("_name_or_path") or folder.name
+        cfg.model_name = _model_name(cfg, hf_config, folder, repo_id)
         weights = hf_folder_source(folder)
         source, rows = family.checked_source(weights, cfg, hf_config, what)
         tensors = iter_tensors(source, rows)
@@ -384,6 +394,19 @@ def load_hf_folder(
     model = build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
     weights.warn_non_finite(what)
     return model
+
+
+def _model_name(
+    cfg: HookedTransformerConfig, hf_config: dict, folder: Path, repo_id: str | None
+) -> str:
+    """The loaded model's name (see ``load_hf_folder``); a folder's name is marked as not
+    stated in ``cfg.extra``."""
+    if repo_id:
+        return repo_id.rsplit("/", 1)[-1]
+    if hf_config.get("_name_or_path"):
+        return hf_config["_name_or_path"]
+    cfg.extra[MODEL_NAME_UNSTATED] = True
+    return folder.name
 
 
 def _checked_config(

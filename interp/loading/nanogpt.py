@@ -25,6 +25,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.hf import iter_hf_tensors
+from interp.loading.model_names import MODEL_NAME_UNSTATED
 
 _COMPILED_PREFIX = "_orig_mod."  # added to every key by torch.compile
 _MASK_BUFFER = re.compile(r"^transformer\.h\.\d+\.attn\.bias$")  # causal mask, without flash
@@ -137,6 +138,7 @@ def load_nanogpt(
         original_architecture="nanoGPT",
         dtype=dtype,
     )
+    cfg.extra[MODEL_NAME_UNSTATED] = True  # a nanoGPT checkpoint names no model
     if tokenizer is None and cfg.tokenizer_name is not None:
         tokenizer = cfg.tokenizer_name
     source = _as_hf_layout(raw, args, tied)

@@ -88,7 +88,9 @@ def load_pretrained(
                 folder, name=repo_id, device=device, dtype=dtype, tokenizer=tokenizer
             )
         else:
-            model = load_hf_folder(folder, device=device, dtype=dtype, tokenizer=tokenizer)
+            model = load_hf_folder(
+                folder, device=device, dtype=dtype, tokenizer=tokenizer, repo_id=repo_id
+            )
     steps = dict(
         fold_ln=fold_ln,
         center_writing_weights=center_writing_weights,

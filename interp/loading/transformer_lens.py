@@ -32,6 +32,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.model_class import model_class
+from interp.loading.model_names import MODEL_NAME_UNSTATED
 from interp.loading.tl_toy_config import neel_config_dict
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
 
@@ -91,6 +92,7 @@ def load_transformer_lens_folder(
         >>> model = load_transformer_lens_folder("NeelNanda-GELU_1L512W_C4_Code")
     """
     folder = Path(folder)
+    stated = name is not None  # a hub repo names the model; a local folder's name does not
     name = name or folder.name
     values = read_config_json(folder / "config.json")
     try:
@@ -109,6 +111,10 @@ def load_transformer_lens_folder(
             f"{printable(weights[0])} holds a {type(state_dict).__name__}, not a state dict."
         )
     cfg = HookedTransformerConfig(**fields, model_name=name.split("/")[-1])
+    if not stated and isinstance(values.get("model_name"), str) and values["model_name"]:
+        cfg.model_name = values["model_name"]  # the folder's config names the model
+    elif not stated:
+        cfg.extra[MODEL_NAME_UNSTATED] = True
     if cfg.original_architecture == "neel-solu-old":
         state_dict = convert_neel_solu_old_weights(state_dict, cfg)
     state_dict = _with_missing_biases(state_dict, cfg, weights[0])
