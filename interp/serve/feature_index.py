@@ -8,8 +8,16 @@ and config, the SAE's weights and config, the data file's bytes and the mining s
 second start with the same inputs reads the file; any change computes (and writes) anew.
 
 Example:
-    >>> index = FeatureIndex.build(model, sae, "input.txt", cache_dir="~/.cache/interp")
-    >>> index.from_cache, index.stats.density[7]
+    >>> import tempfile
+    >>> chars = interp.load_model("shakespeare-char")
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> folder = Path(tempfile.mkdtemp())   # default cache_dir: ~/.cache/interp
+    >>> _ = (folder / "input.txt").write_text("To be, or not to be, that is the question. " * 8)
+    >>> index = FeatureIndex.build(chars, sae, folder / "input.txt", cache_dir=folder)
+    >>> index.from_cache, index.stats.density.shape   # computed: [d_sae]
+    (False, torch.Size([1024]))
+    >>> FeatureIndex.build(chars, sae, folder / "input.txt", cache_dir=folder).from_cache
+    True
 """
 
 from __future__ import annotations
