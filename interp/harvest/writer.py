@@ -59,6 +59,14 @@ class _Job:
 class ShardWriter:
     """Writes finished shards to ``out`` on a background thread.
 
+    Args:
+        out: the harvest's folder.
+        widths: each hook's vector width, by hook name.
+        capacity: the vectors a shard holds.
+        dtype: the stored dtype.
+        pinned: whether the buffers are pinned host memory (for a GPU's copies).
+        n_buffers: the buffer sets that alternate (one filled while another is written).
+
     Example:
         >>> import tempfile
         >>> out = Path(tempfile.mkdtemp())

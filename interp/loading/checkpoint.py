@@ -349,6 +349,12 @@ def check_names_and_shapes(
 ) -> None:
     """Raise one ``CheckpointError`` listing every missing key, unexpected key and shape mismatch.
 
+    Args:
+        found: the checkpoint's tensor names and shapes.
+        expected: the model's.
+        what: the checkpoint as the message names it.
+        hint: a sentence added to the message (how to fix it).
+
     Example:
         >>> check_names_and_shapes({"w": (2, 3)}, {"w": (3, 2)}, "my checkpoint")
         Traceback (most recent call last):
@@ -430,6 +436,14 @@ def build_model(
     this load alone (then one already in place is kept as it is), so the model never aliases
     a caller's tensors; a source that forgets each tensor once taken (a ``TensorSource``)
     keeps only one copy of the weights alive.
+
+    Args:
+        cfg: the model's config.
+        tensors: (name, tensor) pairs in our parameter names.
+        tokenizer: the model's tokenizer, or None.
+        device: where the weights go (default: the CPU).
+        what: the checkpoint as error messages name it.
+        fresh: whether ``tensors`` were read for this load alone (then not copied).
 
     Example:
         >>> copy = build_model(model.cfg, model.state_dict().items(), model.tokenizer, "cpu")

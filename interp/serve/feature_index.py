@@ -91,7 +91,18 @@ class FeatureIndex:
         batch_size: int = 32,
     ) -> FeatureIndex:
         """Read the index from ``cache_dir`` (default ``default_cache_dir()``) or compute it
-        over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there."""
+        over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there.
+
+        Args:
+            model: the model the SAE reads.
+            sae: the SAE whose features are indexed.
+            data_path: the text the statistics are computed over.
+            cache_dir: where index files are kept.
+            k: the top contexts kept per feature.
+            seq_len: the tokens in each context window (default: the model's ``n_ctx``).
+            max_tokens: the most tokens used, in whole windows (default: all).
+            batch_size: the windows in one forward pass.
+        """
         from interp.sae.features import (
             FeatureStats,
             text_windows,

@@ -63,7 +63,8 @@ def dashboard(
 ) -> Dashboard:
     """Start the ``interp serve`` app for ``model`` (or ``{name: model}``) in a background
     thread on a free 127.0.0.1 port; display the result to see the page in an IFrame.
-    ``prompt`` fills the prompt box; ``options`` go to ``interp.serve.create_app``.
+    ``prompt`` fills the prompt box; ``height`` is the IFrame's, in pixels; ``options`` go to
+    ``interp.serve.create_app``.
 
     Example:
         >>> board = interp.serve.dashboard(interp.load_model("attn-only-2l"), prompt="1 2 3 1 2")

@@ -51,8 +51,8 @@ def _changed(current: Tensor, mode: str, value: float) -> Tensor:
 @dataclass(frozen=True)
 class Edit:
     """One steering edit: ``target`` "feature" (``feature``), "neuron" (``layer``,
-    ``neuron``) or "direction" (``hook``, ``direction`` [d]); ``mode`` add, clamp or ablate;
-    ``value`` (unused by ablate)."""
+    ``neuron``) or "direction" (``hook_name``, ``direction`` [d]); ``mode`` add, clamp or
+    ablate; ``value`` (unused by ablate)."""
 
     target: str
     mode: str
