@@ -365,7 +365,8 @@ def load_hf_folder(
 
     Every tensor's name and shape is checked against the config before any is read; the
     tensors are then read one at a time and placed on ``device``, so loading peaks near the
-    model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's.
+    model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's for a GPT-2
+    checkpoint and none for the other families.
 
     Example:
         >>> import tempfile, transformers
@@ -374,8 +375,8 @@ def load_hf_folder(
         ...     num_key_value_heads=2, vocab_size=100, max_position_embeddings=32))
         >>> folder = Path(tempfile.mkdtemp()) / "my-llama"
         >>> hf_model.save_pretrained(folder); model = load_hf_folder(folder)
-        >>> model.cfg.original_architecture, model.cfg.n_key_value_heads
-        ('LlamaForCausalLM', 2)
+        >>> model.cfg.original_architecture, model.cfg.n_key_value_heads, model.tokenizer
+        ('LlamaForCausalLM', 2, None)
     """
     dtype = resolve_dtype(dtype, torch.float32)
     folder = Path(folder)
