@@ -63,6 +63,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     and naming any field that is missing, null or of the wrong type.
 
     Example:
+        >>> import transformers
         >>> config_from_hf(transformers.GPT2Config(n_layer=2)).n_layers
         2
     """
@@ -122,6 +123,8 @@ def hf_shapes(cfg: HookedTransformerConfig) -> dict[str, tuple[int, ...]]:
     embeddings are tied) is not listed.
 
     Example:
+        >>> import transformers
+        >>> cfg = config_from_hf(transformers.GPT2Config(n_layer=2))   # GPT-2 small's widths
         >>> hf_shapes(cfg)["h.0.attn.c_attn.weight"]   # Conv1D: [d_model, 3 * d_model]
         (768, 2304)
     """
@@ -232,7 +235,13 @@ def convert_hf_state_dict(
     """Rename and reshape a ``GPT2LMHeadModel`` state dict into our parameter names.
 
     Example:
-        >>> model.load_state_dict(convert_hf_state_dict(hf_model.state_dict(), model.cfg))
+        >>> import transformers
+        >>> hf_model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=100))
+        >>> cfg = config_from_hf(hf_model.config)
+        >>> state_dict = convert_hf_state_dict(hf_model.state_dict(), cfg)
+        >>> state_dict["blocks.0.attn.W_Q"].shape   # [n_heads, d_model, d_head]
+        torch.Size([2, 32, 16])
     """
     state_dict = TensorSource.from_state_dict(hf_state_dict)
     converted = dict(iter_hf_tensors(check_hf_source(state_dict, cfg, "The state dict"), cfg))
@@ -254,7 +263,14 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
     architecture (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...), in its dtype and on its device.
 
     Example:
-        >>> model = from_hf_model(transformers.GPT2LMHeadModel(transformers.GPT2Config()))
+        >>> import transformers
+        >>> hf_model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=100))
+        >>> hf_model = hf_model.eval()   # a model made by its class is in training mode
+        >>> model = from_hf_model(hf_model, tokenizer=None)   # default: GPT-2's tokenizer
+        >>> tokens = torch.tensor([[1, 2, 3]])
+        >>> torch.allclose(model(tokens), hf_model(tokens).logits, atol=1e-5)
+        True
     """
     parameter = next(hf_model.parameters())
     if parameter.dtype not in MODEL_DTYPES:
@@ -358,10 +374,18 @@ def load_hf_folder(
 
     Every tensor's name and shape is checked against the config before any is read; the
     tensors are then read one at a time and placed on ``device``, so loading peaks near the
-    model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's.
+    model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's for a GPT-2
+    checkpoint and none for the other families.
 
     Example:
-        >>> hf_model.save_pretrained("my-llama"); model = load_hf_folder("my-llama")
+        >>> import tempfile, transformers
+        >>> hf_model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        ...     hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        ...     num_key_value_heads=2, vocab_size=100, max_position_embeddings=32))
+        >>> folder = Path(tempfile.mkdtemp()) / "my-llama"
+        >>> hf_model.save_pretrained(folder); model = load_hf_folder(folder)
+        >>> model.cfg.original_architecture, model.cfg.n_key_value_heads, model.tokenizer
+        ('LlamaForCausalLM', 2, None)
     """
     dtype = resolve_dtype(dtype, torch.float32)
     folder = Path(folder)
@@ -427,7 +451,7 @@ def download_from_hub(repo_id: str) -> Path:
     cannot be reached. Only the config, tokenizer and one weights format are fetched.
 
     Example:
-        >>> download_from_hub("gpt2")
+        >>> download_from_hub("gpt2")  # needs the Hugging Face hub  # doctest: +SKIP
         PosixPath('/root/.cache/huggingface/hub/models--gpt2/snapshots/607a30d783dfa663caf39e06633721c8d4cfcd7e')
     """
     import huggingface_hub

@@ -61,7 +61,13 @@ def load_pretrained(
     float32 unless ``dtype`` says otherwise; interp's own keep their saved dtype.
 
     Example:
-        >>> model = load_pretrained("gpt2-small", device="cuda", dtype=torch.bfloat16)
+        >>> import tempfile, transformers
+        >>> folder = Path(tempfile.mkdtemp())   # or a hub id ("gpt2"), a TransformerLens name
+        >>> transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, n_positions=16)).save_pretrained(folder)
+        >>> model = load_pretrained(folder, device="cpu", dtype=torch.bfloat16)
+        >>> model.cfg.n_layers, model.cfg.dtype, model.cfg.d_vocab
+        (1, torch.bfloat16, 50257)
     """
     if hf_model is not None:
         model = from_hf_model(hf_model, tokenizer=_hf_model_tokenizer(hf_model, tokenizer))

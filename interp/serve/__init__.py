@@ -3,8 +3,9 @@ its JSON API, its page, and ``interp.serve.dashboard`` for notebooks.
 
 Example:
     >>> from interp.serve import BackgroundServer, create_app
-    >>> with BackgroundServer(create_app({"attn-only-2l": model})) as server:
-    ...     print(server.url)
+    >>> with BackgroundServer(create_app({"attn-only-2l": model})) as server:   # 127.0.0.1
+    ...     print(server.url)                  # a free port; the server stops on leaving
+    http://127.0.0.1:.../
 """
 
 from interp.serve.app import create_app

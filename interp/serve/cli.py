@@ -105,7 +105,9 @@ def attach_saes(
     or two, or names a hook the model lacks.
 
     Example:
-        >>> attach_saes({"shakespeare-char": model}, ["shakespeare-char-resid-l1"])
+        >>> chars = interp.load_model("shakespeare-char")
+        >>> attach_saes({"shakespeare-char": chars}, ["shakespeare-char-resid-l1"])
+        {'shakespeare-char': SAE(topk, d_in=128, d_sae=1024, hook='blocks.1.hook_resid_post')}
     """
     from interp.sae import load_sae
     from interp.sae.model_match import (
