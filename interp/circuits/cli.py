@@ -19,7 +19,7 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from interp.cli_support import UsageError, terminal_text
+from interp.cli.support import UsageError, terminal_text
 from interp.models.by_name import load_named_model
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from interp.cli_support import Parser, UsageError, run_command, terminal_text
+from interp.cli.support import Parser, UsageError, run_command, terminal_text
 from interp.harvest.harvester import DEFAULT_SHARD_TOKENS, DTYPES, harvest
 
 DESCRIPTION = (

@@ -27,8 +27,8 @@ import torch
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
-from interp.devices import check_device
 from interp.loading.model_class import model_class
+from interp.utils.devices import check_device
 
 Shape = tuple[int, ...]
 

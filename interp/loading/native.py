@@ -17,7 +17,6 @@ import torch
 from safetensors.torch import save_file
 
 from interp.config import HookedTransformerConfig
-from interp.devices import check_device
 from interp.loading.checkpoint import (
     CheckpointError,
     TensorSource,
@@ -29,6 +28,7 @@ from interp.loading.checkpoint import (
 )
 from interp.loading.model_class import model_class
 from interp.tokenizers import tokenizer_from_dict, tokenizer_to_dict
+from interp.utils.devices import check_device
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from interp.devices import check_device
 from interp.loading.checkpoint import printable, read_config_json, resolve_dtype
 from interp.loading.hf import download_from_hub, folder_tokenizer, from_hf_model, load_hf_folder
 from interp.loading.model_names import (
@@ -29,6 +28,7 @@ from interp.loading.transformer_lens import (
     load_transformer_lens_folder,
 )
 from interp.tokenizers import get_tokenizer
+from interp.utils.devices import check_device
 
 __all__ = ["MODEL_ALIASES", "OFFICIAL_MODEL_NAMES", "get_official_model_name", "load_pretrained"]
 

@@ -18,7 +18,7 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from interp.cli_support import UsageError, terminal_text
+from interp.cli.support import UsageError, terminal_text
 from interp.models.by_name import load_named_model
 
 MAX_REPORT_CARDS = 30  # feature cards in a report: the prompt's strongest features

@@ -14,11 +14,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
-from interp.cli_support import CommandError, UsageError, terminal_text
+from interp.cli.support import CommandError, UsageError, terminal_text
 from interp.models.by_name import load_named_model
 from interp.serve.auth import is_loopback
+from interp.serve.web_stack import require_web_stack
 from interp.serve.worker import MAX_TOKENS
 
 DEFAULT_PORT = 8000
@@ -197,6 +196,12 @@ def graph_views(paths: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> None:
+    try:
+        require_web_stack()
+    except ImportError as error:
+        raise CommandError(str(error)) from None
+    import uvicorn
+
     from interp.serve.app import create_app
     from interp.serve.server import bind_socket
 

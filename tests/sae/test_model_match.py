@@ -422,7 +422,7 @@ def test_interp_graph_refuses_transcoders_for_another_model(tmp_path, capsys):
 
 
 def test_interp_serve_attaches_an_sae_by_the_same_rule():
-    from interp.cli_support import UsageError
+    from interp.cli.support import UsageError
     from interp.serve.cli import attach_saes
 
     attn, char = interp.load_model("attn-only-2l"), interp.load_model("shakespeare-char")
