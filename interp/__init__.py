@@ -16,12 +16,12 @@ from interp.cache import ActivationCache
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookedRootModule, HookPoint
 from interp.model import HookedTransformer
-from interp.models import list_models, load_model
 from interp.past_key_value_caching import (
     HookedTransformerKeyValueCache,
     HookedTransformerKeyValueCacheEntry,
 )
 from interp.sae.shipped import list_saes, load_sae
+from interp.shipped import list_models, load_model
 from interp.tokenizers import get_tokenizer
 
 __all__ = [

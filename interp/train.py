@@ -1,4 +1,4 @@
-"""Train the models shipped in ``interp/models`` (or the same recipes on your own text).
+"""Train the models shipped in ``interp/shipped`` (or the same recipes on your own text).
 
 One recipe per shipped model; the same seed gives bit-identical weights on a CPU with the
 recipe's thread count. Run it as a module:

@@ -108,7 +108,7 @@ class ReplacementModel:
                 "circuit-tracer's 'transformerlens' backend; drop backend= (or pass that)."
             )
         from interp.model import HookedTransformer
-        from interp.models import list_models, load_model
+        from interp.shipped import list_models, load_model
 
         if name_or_folder in list_models():
             model = load_model(name_or_folder, device=device, dtype=dtype, **kwargs)

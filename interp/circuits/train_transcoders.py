@@ -19,7 +19,7 @@ the held-out last 10%. One thread and a fixed seed give the same weights on each
 the same torch.
 
     python -m interp.circuits.train_transcoders \\
-        --out interp/models/transcoders/shakespeare-char-transcoders
+        --out interp/shipped/transcoders/shakespeare-char-transcoders
 
 Example:
     >>> transcoders, figures = train_transcoders(TranscoderRecipe(steps=50))

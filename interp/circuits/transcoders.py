@@ -256,7 +256,7 @@ def _layer_transcoder(
 
 
 def _shipped_folder() -> Path:
-    return Path(str(resources.files("interp.models"))) / "transcoders"
+    return Path(str(resources.files("interp.shipped"))) / "transcoders"
 
 
 def list_transcoders() -> list[str]:

@@ -28,15 +28,15 @@ from interp.circuits.cli import add_parser as add_graph_parser
 from interp.cli.support import CommandError, Parser, UsageError, run_command, terminal_text
 from interp.harvest.cli import add_parser as add_harvest_parser
 from interp.model import HookedTransformer
-from interp.models.by_name import load_named_model
 from interp.sae.cli import add_parser as add_features_parser
 from interp.sae.cli import add_report_arguments, report_sections
 from interp.serve.cli import add_parser as add_serve_parser
+from interp.shipped.by_name import load_named_model
 from interp.utils.malloc_tuning import keep_freed_memory
 from interp.viz.report_data import prompt_tokens
 
 # CommandError, UsageError, terminal_text and load_named_model live in interp.cli.support and
-# interp.models.by_name (the subcommands' modules import them from there, never this module);
+# interp.shipped.by_name (the subcommands' modules import them from there, never this module);
 # they stay importable from here.
 __all__ = [
     "DEMO_ANSWERS",

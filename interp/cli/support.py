@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from interp.models.by_name import UnknownModelError
+from interp.shipped.by_name import UnknownModelError
 from interp.viz.report_data import PromptTooLongError
 
 

@@ -125,7 +125,7 @@ def _model_config_hash(model: HookedTransformer) -> str:
 def _load_model(model: str | HookedTransformer, ranks: Ranks) -> tuple[HookedTransformer, str]:
     if isinstance(model, HookedTransformer):
         return model, model.cfg.model_name
-    from interp.models.by_name import load_named_model
+    from interp.shipped.by_name import load_named_model
 
     loaded = load_named_model(model)
     return loaded.to(default_device(ranks)), model

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from interp.cli.support import UsageError, terminal_text
-from interp.models.by_name import load_named_model
+from interp.shipped.by_name import load_named_model
 
 MAX_REPORT_CARDS = 30  # feature cards in a report: the prompt's strongest features
 

@@ -1,4 +1,4 @@
-"""SAEs shipped inside the package (``interp/models/saes/<name>/``, SAELens's folder format
+"""SAEs shipped inside the package (``interp/shipped/saes/<name>/``, SAELens's folder format
 with a MODEL_CARD.md), loadable by name offline.
 
 Example:
@@ -21,7 +21,7 @@ from interp.sae.sae import SAE
 
 
 def _saes_folder() -> Path:
-    return Path(str(resources.files("interp.models"))) / "saes"
+    return Path(str(resources.files("interp.shipped"))) / "saes"
 
 
 def list_saes() -> list[str]:

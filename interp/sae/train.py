@@ -7,7 +7,7 @@ model on random windows of the training text (tiny-shakespeare's first 90%); fig
 measured on the held-out last 10%. One thread and a fixed seed give the same weights on
 each run with the same torch.
 
-    python -m interp.sae.train --out interp/models/saes/shakespeare-char-resid-l1
+    python -m interp.sae.train --out interp/shipped/saes/shakespeare-char-resid-l1
 
 Example:
     >>> sae, figures = train_sae(SAERecipe(steps=50))

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from interp.cli.support import CommandError, UsageError, terminal_text
-from interp.models.by_name import load_named_model
 from interp.serve.auth import is_loopback
 from interp.serve.web_stack import require_web_stack
 from interp.serve.worker import MAX_TOKENS
+from interp.shipped.by_name import load_named_model
 
 DEFAULT_PORT = 8000
 

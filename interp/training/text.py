@@ -32,7 +32,7 @@ def default_text() -> str:
         >>> default_text()[:14]
         'First Citizen:'
     """
-    data = resources.files("interp.models").joinpath("data/tinyshakespeare.txt.gz")
+    data = resources.files("interp.shipped").joinpath("data/tinyshakespeare.txt.gz")
     return gzip.decompress(data.read_bytes()).decode("utf-8")
 
 

@@ -18,7 +18,7 @@ from interp.circuits import ReplacementModel, TranscoderSet, load_transcoders
 from interp.circuits.train_transcoders import HARVEST_HOOKS, SHIPPED_NAME, quick_figures
 from interp.circuits.transcoders import list_transcoders
 
-FOLDER = Path(str(resources.files("interp.models"))) / "transcoders" / SHIPPED_NAME
+FOLDER = Path(str(resources.files("interp.shipped"))) / "transcoders" / SHIPPED_NAME
 RECORD = json.loads((FOLDER / "training.json").read_text())
 
 

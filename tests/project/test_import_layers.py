@@ -61,7 +61,7 @@ def test_set_model_class_refuses_what_is_not_a_module_class():
 
 def test_command_line_helpers_stay_importable_from_interp_cli():
     from interp import cli, cli_support
-    from interp.models import by_name
+    from interp.shipped import by_name
 
     assert cli.load_named_model is by_name.load_named_model
     assert cli.UsageError is cli_support.UsageError
@@ -70,7 +70,7 @@ def test_command_line_helpers_stay_importable_from_interp_cli():
 
 
 def test_unknown_model_is_a_value_error_naming_the_closest_shipped_model():
-    from interp.models.by_name import UnknownModelError, load_named_model
+    from interp.shipped.by_name import UnknownModelError, load_named_model
 
     with pytest.raises(UnknownModelError, match="did you mean 'attn-only-2l'"):
         load_named_model("attn-only-2")

@@ -331,7 +331,7 @@ def test_replacement_model_check_leaves_a_model_unchanged(kind):
 def test_transcoder_sets_record_the_model_they_were_trained_on(tmp_path):
     from dataclasses import replace
 
-    folder = Path(str(resources.files("interp.models"))) / "transcoders" / SHIPPED_TRANSCODERS
+    folder = Path(str(resources.files("interp.shipped"))) / "transcoders" / SHIPPED_TRANSCODERS
     shipped = yaml.safe_load((folder / "config.yaml").read_text())
     assert shipped["model_name"] == "shakespeare-char"
     saes = list(tiny_transcoders("gpt2", skip=True))

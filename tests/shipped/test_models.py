@@ -1,4 +1,4 @@
-"""Tests for interp/models: the shipped checkpoints do what their model cards say."""
+"""Tests for interp/shipped: the shipped checkpoints do what their model cards say."""
 
 import math
 import re
@@ -9,12 +9,12 @@ import pytest
 import torch
 
 import interp
-from interp.models import model_card
+from interp.shipped import model_card
 from interp.tokenizers import CharTokenizer
 from interp.train import default_text, sample_text
 from tests.support.tolerances import model_error_bound, model_tolerance
 
-MODELS_FOLDER = Path(str(resources.files("interp.models")))
+MODELS_FOLDER = Path(str(resources.files("interp.shipped")))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import difflib
 from pathlib import Path
 
 from interp.model import HookedTransformer
-from interp.models import list_models, load_model
+from interp.shipped import list_models, load_model
 
 
 class UnknownModelError(ValueError):
@@ -41,7 +41,7 @@ def load_named_model(name_or_path: str) -> HookedTransformer:
         >>> load_named_model(tempfile.mkdtemp())   # a folder, but no checkpoint in it
         Traceback (most recent call last):
         ...
-        interp.models.by_name.ModelLoadError: Could not load '...': ... has no config.json: ...
+        interp.shipped.by_name.ModelLoadError: Could not load '...': ... has no config.json: ...
     """
     shipped = list_models()
     if name_or_path in shipped:

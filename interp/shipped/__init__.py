@@ -17,7 +17,7 @@ from interp.loading.native import is_native_folder, load_native
 
 
 def _models_folder() -> Path:
-    return Path(str(resources.files("interp.models")))
+    return Path(str(resources.files("interp.shipped")))
 
 
 def list_models() -> list[str]:
@@ -34,7 +34,7 @@ def model_card(name: str) -> str:
     """The text of a shipped model's MODEL_CARD.md (training, figures, a sample).
 
     Example:
-        >>> print(interp.models.model_card("shakespeare-char"))
+        >>> print(interp.shipped.model_card("shakespeare-char"))
         # shakespeare-char
         <BLANKLINE>
         A character-level GPT trained on tiny-shakespeare ...
