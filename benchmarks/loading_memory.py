@@ -68,7 +68,7 @@ def load(folder):
     cfg = family.hooked_config(config, **({"dtype": dtype} if dtype else {}))
     source = TensorSource.from_state_dict(state_dict)  # its own dict: state_dict stays alive
     source, rows = family.checked_source(source, cfg, config, "naive")
-    return build_model(cfg, iter_tensors(source, rows))
+    return build_model(cfg, iter_tensors(source, rows), model_class=HookedTransformer)
 load(warm_up_folder)  # one-time costs (lazy imports, torch initialisation) are not counted
 before = rss("VmRSS")
 model = load(folder)

@@ -33,6 +33,7 @@ from interp.loading.tl_config import (
     get_pretrained_model_config,
 )
 from interp.loading.transformer_lens import convert_neel_solu_old_weights
+from interp.model import HookedTransformer
 
 __all__ = [
     "DEFAULT_MODEL_ALIASES",
@@ -67,5 +68,6 @@ def get_pretrained_state_dict(
     name = official_model_name
     if not Path(name).exists() and hf_model is None:
         name = get_official_model_name(name)
-    model = load_pretrained(name, dtype=kwargs.pop("torch_dtype", dtype), hf_model=hf_model)
+    dtype = kwargs.pop("torch_dtype", dtype)
+    model = load_pretrained(name, dtype=dtype, hf_model=hf_model, model_class=HookedTransformer)
     return model.state_dict()

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from interp.config import HookedTransformerConfig
 from interp.devices import check_device
-from interp.loading.model_class import model_class
 
 Shape = tuple[int, ...]
 
@@ -413,8 +412,13 @@ def build_model(
     device: torch.device | str | None = None,
     what: str = "The checkpoint",
     fresh: bool = False,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer whose parameters are ``tensors`` (our names), in ``cfg.dtype``.
+    """A ``model_class`` (HookedTransformer or a subclass, called as
+    ``model_class(cfg, tokenizer=...)``) whose parameters are ``tensors`` (our names), in
+    ``cfg.dtype``. ``interp.model`` sits above the loaders, so its constructors pass their
+    own class down; the loaders never import it.
 
     The model is built on the meta device and each tensor is placed on ``device`` in
     ``cfg.dtype`` as it arrives. Tensors are copied unless ``fresh`` says they were read for
@@ -423,7 +427,9 @@ def build_model(
     keeps only one copy of the weights alive.
 
     Example:
-        >>> model = build_model(cfg, model_on_cpu.state_dict().items(), device="cuda")
+        >>> model = build_model(
+        ...     cfg, cpu_model.state_dict().items(), device="cuda", model_class=HookedTransformer
+        ... )
     """
     device = check_device(device if device is not None else "cpu")
     placed = {name: _placed(tensor, device, cfg.dtype, fresh) for name, tensor in tensors}
@@ -431,7 +437,7 @@ def build_model(
     seed, cfg.seed, cfg.device = cfg.seed, None, None
     try:
         with torch.device("meta"):
-            model = model_class()(cfg, tokenizer=tokenizer)
+            model = model_class(cfg, tokenizer=tokenizer)
     finally:
         cfg.seed = seed
     expected = {name: tuple(param.shape) for name, param in model.state_dict().items()}

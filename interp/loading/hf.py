@@ -13,7 +13,7 @@ from typing import Any
 
 import einops
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
@@ -248,12 +248,14 @@ def checkpoint_state_dict(hf_model: Any) -> dict[str, Tensor]:
     return revert_weight_conversion(hf_model, hf_model.state_dict())
 
 
-def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
-    """A HookedTransformer with the weights of an in-memory Hugging Face model of a supported
-    architecture (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...), in its dtype and on its device.
+def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2", *, model_class: type[nn.Module]) -> Any:
+    """A ``model_class`` (HookedTransformer or a subclass) with the weights of an in-memory
+    Hugging Face model of a supported architecture (``GPT2LMHeadModel``, ``LlamaForCausalLM``,
+    ...), in its dtype and on its device.
 
     Example:
-        >>> model = from_hf_model(transformers.GPT2LMHeadModel(transformers.GPT2Config()))
+        >>> hf_model = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+        >>> model = from_hf_model(hf_model, model_class=HookedTransformer)
     """
     parameter = next(hf_model.parameters())
     if parameter.dtype not in MODEL_DTYPES:
@@ -275,7 +277,7 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
         cfg = family.hooked_config(hf_config, dtype=parameter.dtype)
         source, rows = family.checked_source(state_dict, cfg, hf_config, "The model")
         tensors = iter_tensors(source, rows)
-    model = build_model(cfg, tensors, tokenizer, parameter.device)
+    model = build_model(cfg, tensors, tokenizer, parameter.device, model_class=model_class)
     state_dict.warn_non_finite(f"The {type(hf_model).__name__}")
     return model
 
@@ -343,16 +345,20 @@ def load_hf_folder(
     device: torch.device | str | None = None,
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer from a Hugging Face checkpoint folder of a supported architecture
-    (``SUPPORTED_ARCHITECTURES``), in float32 unless ``dtype`` says otherwise.
+    """A ``model_class`` (HookedTransformer or a subclass) from a Hugging Face checkpoint
+    folder of a supported architecture (``SUPPORTED_ARCHITECTURES``), in float32 unless
+    ``dtype`` says otherwise.
 
     Every tensor's name and shape is checked against the config before any is read; the
     tensors are then read one at a time and placed on ``device``, so loading peaks near the
     model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's.
 
     Example:
-        >>> hf_model.save_pretrained("my-llama"); model = load_hf_folder("my-llama")
+        >>> hf_model.save_pretrained("my-llama")
+        >>> model = load_hf_folder("my-llama", model_class=HookedTransformer)
     """
     dtype = resolve_dtype(dtype, torch.float32)
     folder = Path(folder)
@@ -381,7 +387,9 @@ def load_hf_folder(
         tensors = iter_tensors(source, rows)
     if tokenizer is None:
         tokenizer = folder_tokenizer(folder, gpt2_fallback=is_gpt2(hf_config))
-    model = build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
+    model = build_model(
+        cfg, tensors, tokenizer, device, printable(folder), fresh=True, model_class=model_class
+    )
     weights.warn_non_finite(what)
     return model
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
@@ -83,8 +83,11 @@ def load_nanogpt(
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
     model_args: dict[str, Any] | None = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer from a nanoGPT checkpoint file or dict (fp32 unless ``dtype``).
+    """A ``model_class`` (HookedTransformer or a subclass) from a nanoGPT checkpoint file or
+    dict (fp32 unless ``dtype``).
 
     ``checkpoint`` is ``train.py``'s ``{"model": state_dict, "model_args": {...}, ...}`` or a
     bare state dict (keys may carry torch.compile's ``_orig_mod.`` prefix). A bare state dict
@@ -92,7 +95,7 @@ def load_nanogpt(
     GPT-2's when the vocabulary holds it (padded vocabularies included), else none.
 
     Example:
-        >>> model = load_nanogpt("out/ckpt.pt", device="cuda", dtype=torch.bfloat16)
+        >>> model = load_nanogpt("out/ckpt.pt", device="cuda", model_class=HookedTransformer)
     """
     dtype = resolve_dtype(dtype, torch.float32)
     if isinstance(checkpoint, dict):
@@ -140,7 +143,8 @@ def load_nanogpt(
     if tokenizer is None and cfg.tokenizer_name is not None:
         tokenizer = cfg.tokenizer_name
     source = _as_hf_layout(raw, args, tied)
-    model = build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, device, name)
+    tensors = iter_hf_tensors(source, cfg)
+    model = build_model(cfg, tensors, tokenizer, device, name, model_class=model_class)
     raw.warn_non_finite(name)
     return model
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
+from torch import nn
 
 from interp.config import HookedTransformerConfig
 from interp.devices import check_device
@@ -27,7 +28,6 @@ from interp.loading.checkpoint import (
     read_config_json,
     resolve_dtype,
 )
-from interp.loading.model_class import model_class
 from interp.tokenizers import tokenizer_from_dict, tokenizer_to_dict
 
 CONFIG_FILE = "config.json"
@@ -78,14 +78,20 @@ def load_native(
     folder: str | Path,
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """The HookedTransformer saved in ``folder`` by ``save_native``, with its tokenizer.
+    """The model saved in ``folder`` by ``save_native``, with its tokenizer, as a
+    ``model_class`` (HookedTransformer or a subclass).
 
     Weights keep their saved dtype unless ``dtype`` is given; they load straight onto
     ``device`` (default CPU).
 
     Example:
-        >>> model = load_native("checkpoints/my-model", device="cuda", dtype=torch.bfloat16)
+        >>> model = load_native(
+        ...     "checkpoints/my-model", device="cuda", dtype=torch.bfloat16,
+        ...     model_class=HookedTransformer,
+        ... )
     """
     dtype = None if dtype is None else resolve_dtype(dtype, torch.float32)
     folder = Path(folder)
@@ -124,7 +130,7 @@ def load_native(
     # Build on the CPU (the meta device would cost seconds of first-use set-up in torch),
     # then take the saved tensors as they are, already on ``device``.
     cfg.device = None
-    model = model_class()(cfg, tokenizer=tokenizer)
+    model = model_class(cfg, tokenizer=tokenizer)
     expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     check_names_and_shapes(source.shapes, expected, printable(weights_path))
     state_dict = {name: source.take(name).to(device=device, dtype=cfg.dtype) for name in expected}

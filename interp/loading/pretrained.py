@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from interp.devices import check_device
 from interp.loading.checkpoint import printable, read_config_json, resolve_dtype
@@ -47,13 +48,16 @@ def load_pretrained(
     refactor_factored_attn_matrices: bool = False,
     tokenizer: Any = None,
     hf_model: Any = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer from a folder written by ``model.save``, a Hugging Face checkpoint
-    folder (GPT-2, GPT-NeoX, Llama, Mistral, Qwen 2/3, Gemma 2/3), a TransformerLens-format
-    folder (TL's toy models: its config.json and ``*final.pth``), a hub id or TransformerLens
-    name (downloaded once, then read from the Hugging Face cache, also offline), or the
-    in-memory ``hf_model`` given (with no tokenizer given, GPT-2's for a GPT-2 model, else
-    the one saved with ``name_or_path`` when that is a local folder).
+    """A ``model_class`` (HookedTransformer or a subclass: ``from_pretrained`` passes its ``cls``,
+    so a subclass loads as itself) from a folder written by ``model.save``, a Hugging Face
+    checkpoint folder (GPT-2, GPT-NeoX, Llama, Mistral, Qwen 2/3, Gemma 2/3), a
+    TransformerLens-format folder (TL's toy models: its config.json and ``*final.pth``), a hub id or
+    TransformerLens name (downloaded once, then read from the Hugging Face cache, also offline), or
+    the in-memory ``hf_model`` given (with no tokenizer given, GPT-2's for a GPT-2 model, else the
+    one saved with ``name_or_path`` when that is a local folder).
 
     The processing flags are off here (``HookedTransformer.from_pretrained`` turns
     TransformerLens's on); a step the model cannot take (folding layer norms a model does not
@@ -61,10 +65,11 @@ def load_pretrained(
     float32 unless ``dtype`` says otherwise; interp's own keep their saved dtype.
 
     Example:
-        >>> model = load_pretrained("gpt2-small", device="cuda", dtype=torch.bfloat16)
+        >>> model = load_pretrained("gpt2-small", device="cuda", model_class=HookedTransformer)
     """
     if hf_model is not None:
-        model = from_hf_model(hf_model, tokenizer=_hf_model_tokenizer(hf_model, tokenizer))
+        tokenizer = _hf_model_tokenizer(hf_model, tokenizer)
+        model = from_hf_model(hf_model, tokenizer=tokenizer, model_class=model_class)
         model.cfg.dtype = resolve_dtype(dtype, model.cfg.dtype)
         model.to(device=check_device(device or model.cfg.device), dtype=model.cfg.dtype)
         model.cfg.device = str(check_device(device or model.cfg.device))
@@ -80,15 +85,22 @@ def load_pretrained(
         if "interp_format" in config:  # written by interp's save_native
             from interp.loading.native import load_native
 
-            model = load_native(folder, device=device, dtype=dtype)
+            model = load_native(folder, device=device, dtype=dtype, model_class=model_class)
             if tokenizer is not None:
                 model.tokenizer = get_tokenizer(tokenizer)
         elif is_transformer_lens_config(config):
             model = load_transformer_lens_folder(
-                folder, name=repo_id, device=device, dtype=dtype, tokenizer=tokenizer
+                folder,
+                name=repo_id,
+                device=device,
+                dtype=dtype,
+                tokenizer=tokenizer,
+                model_class=model_class,
             )
         else:
-            model = load_hf_folder(folder, device=device, dtype=dtype, tokenizer=tokenizer)
+            model = load_hf_folder(
+                folder, device=device, dtype=dtype, tokenizer=tokenizer, model_class=model_class
+            )
     steps = dict(
         fold_ln=fold_ln,
         center_writing_weights=center_writing_weights,

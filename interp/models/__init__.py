@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from interp.loading.native import is_native_folder, load_native
+from interp.model import HookedTransformer
 
 
 def _models_folder() -> Path:
@@ -50,7 +51,9 @@ def load_model(
         >>> model = interp.load_model("attn-only-2l")
         >>> logits, cache = model.run_with_cache(tokens)
     """
-    return load_native(_model_folder(name), device=device, dtype=dtype)
+    return load_native(
+        _model_folder(name), device=device, dtype=dtype, model_class=HookedTransformer
+    )
 
 
 def _model_folder(name: str) -> Path:
