@@ -24,7 +24,7 @@ from interp.loading.checkpoint import (
     load_torch_file,
     resolve_dtype,
 )
-from interp.loading.hf import iter_hf_tensors
+from interp.loading.families.gpt2 import iter_hf_tensors
 
 _COMPILED_PREFIX = "_orig_mod."  # added to every key by torch.compile
 _MASK_BUFFER = re.compile(r"^transformer\.h\.\d+\.attn\.bias$")  # causal mask, without flash

@@ -44,7 +44,9 @@ class Family:
     ``config`` maps the text model's config.json fields (Hugging Face's defaults already
     filled in) to ``HookedTransformerConfig`` fields; ``table`` lists its tensors for a config.
     ``renames`` replace checkpoint name prefixes (a multimodal wrapper's); ``ignored``
-    matches checkpoint tensors that are not weights of the text model.
+    matches checkpoint tensors that are not weights of the text model. ``default_tokenizer``
+    names the tokenizer a checkpoint folder without tokenizer files gets (None: none, and the
+    model's ``tokenizer_name`` is the checkpoint's own name).
     """
 
     name: str
@@ -55,6 +57,7 @@ class Family:
     table: Callable[[HookedTransformerConfig, dict[str, Any]], list[Row]]
     renames: tuple[tuple[str, str], ...] = ()
     ignored: re.Pattern[str] = field(default=re.compile(r"$^"))
+    default_tokenizer: str | None = None
 
     def text_values(self, hf_config: dict[str, Any]) -> dict[str, Any]:
         """config.json's text-model fields (a multimodal wrapper's ``text_config``) over
@@ -133,6 +136,18 @@ class Family:
             )
         check_names_and_shapes(found, expected, what, " ".join(hints))
         return TensorSource(found, lambda name: source.take(originals[name])), rows
+
+    def checked_tensors(
+        self,
+        source: TensorSource,
+        cfg: HookedTransformerConfig,
+        hf_config: dict[str, Any],
+        what: str,
+    ) -> Iterator[tuple[str, Tensor]]:
+        """Every name and shape checked now (``checked_source``), then our parameters one
+        checkpoint tensor at a time (``iter_tensors``), for ``build_model``."""
+        checked, rows = self.checked_source(source, cfg, hf_config, what)
+        return iter_tensors(checked, rows)
 
     def canonical_name(self, name: str) -> str | None:
         """The name of a checkpoint tensor in this family's table, or None if it is ignored."""
