@@ -16,19 +16,19 @@ from torch import nn
 from interp.devices import check_device
 from interp.loading.checkpoint import printable, read_config_json, resolve_dtype
 from interp.loading.hf import download_from_hub, folder_tokenizer, from_hf_model, load_hf_folder
-from interp.loading.model_names import (
+from interp.loading.processing import process_weights, skipped_steps
+from interp.loading.transformer_lens import (
+    download_transformer_lens_repo,
+    load_transformer_lens_folder,
+)
+from interp.loading.transformer_lens.model_names import (
     MODEL_ALIASES,
     OFFICIAL_MODEL_NAMES,
     get_official_model_name,
     hub_repo_id,
     is_transformer_lens_repo,
 )
-from interp.loading.processing import process_weights, skipped_steps
-from interp.loading.tl_toy_config import is_transformer_lens_config
-from interp.loading.transformer_lens import (
-    download_transformer_lens_repo,
-    load_transformer_lens_folder,
-)
+from interp.loading.transformer_lens.toy_config import is_transformer_lens_config
 from interp.tokenizers import get_tokenizer
 
 __all__ = ["MODEL_ALIASES", "OFFICIAL_MODEL_NAMES", "get_official_model_name", "load_pretrained"]

@@ -31,8 +31,8 @@ from interp.loading.checkpoint import (
     read_config_json,
     resolve_dtype,
 )
-from interp.loading.tl_toy_config import neel_config_dict
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
+from interp.loading.transformer_lens.toy_config import neel_config_dict
 
 _TL_BUFFER = re.compile(r"^blocks\.\d+\.attn\.(mask|IGNORE)$")
 
