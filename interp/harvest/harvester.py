@@ -37,15 +37,12 @@ from interp.harvest.shards import (
 from interp.harvest.stats import RunningStats
 from interp.harvest.writer import ShardWriter
 from interp.model import HookedTransformer
+from interp.utils.dtypes import parse_dtype
 
 DEFAULT_SHARD_TOKENS = 1 << 17
+# The names --dtype takes (interp.utils.dtypes reads them), and the dtypes they are.
 DTYPES = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
+    name: parse_dtype(name) for name in ("fp32", "float32", "fp16", "float16", "bf16", "bfloat16")
 }
 # Hooks whose activations are not one vector a token.
 _NOT_PER_TOKEN = ("hook_pattern", "hook_attn_scores")
@@ -77,14 +74,13 @@ def parse_positions(spec: str | slice | None) -> slice:
     return slice(*values)
 
 
-def parse_dtype(name: str | torch.dtype | None, model: HookedTransformer) -> torch.dtype:
+def stored_dtype(name: str | torch.dtype | None, model: HookedTransformer) -> torch.dtype:
+    """The dtype activations are stored in: ``name`` (``--dtype``: a float name, or any
+    ``torch.dtype`` given from Python), else the model's."""
     if name is None:
         return model.cfg.dtype
-    if isinstance(name, torch.dtype):
-        return name
-    if name not in DTYPES:
-        raise ValueError(f"--dtype {name!r} is not one of {sorted(DTYPES)}; e.g. --dtype bf16.")
-    return DTYPES[name]
+    allowed = None if isinstance(name, torch.dtype) else tuple(dict.fromkeys(DTYPES.values()))
+    return parse_dtype(name, "--dtype", allowed=allowed)
 
 
 def parse_hooks(hooks: str | Sequence[str], model: HookedTransformer) -> list[str]:
@@ -255,7 +251,7 @@ def _harvest(
     model, model_source = _load_model(model_or_name, ranks)
     model.eval()
     hook_names = parse_hooks(hooks, model)
-    dtype = parse_dtype(dtype_name, model)
+    dtype = stored_dtype(dtype_name, model)
     if batch_size < 1 or shard_tokens < 1:
         raise ValueError(
             f"batch_size ({batch_size}) and shard_tokens ({shard_tokens}) must be >= 1."

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from interp.config import HookedTransformerConfig
 from interp.devices import check_device
+from interp.utils.dtypes import parse_dtype
 
 Shape = tuple[int, ...]
 
@@ -365,14 +366,6 @@ def check_names_and_shapes(
         raise CheckpointError(message + (f". {hint}" if hint else ""))
 
 
-def parse_torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype named ``name`` (``"bfloat16"``, ``"torch.int8"``), or a ``ValueError``."""
-    resolved = getattr(torch, name.removeprefix("torch."), None)
-    if not isinstance(resolved, torch.dtype):
-        raise ValueError(f"Unknown dtype {name!r}; use e.g. 'float32' or 'bfloat16'.")
-    return resolved
-
-
 def check_model_dtype(dtype: torch.dtype, what: str) -> torch.dtype:
     """``dtype`` if a model can compute in it (``MODEL_DTYPES``), else a ``ValueError`` saying
     ``what`` it is (``"dtype=torch.int8"``) and listing the allowed ones."""
@@ -396,7 +389,7 @@ def resolve_dtype(dtype: torch.dtype | str | None, default: torch.dtype) -> torc
     if dtype is None:
         return default
     if isinstance(dtype, str):
-        return check_model_dtype(parse_torch_dtype(dtype), f"dtype={dtype!r}")
+        return check_model_dtype(parse_dtype(dtype), f"dtype={dtype!r}")
     if not isinstance(dtype, torch.dtype):
         raise TypeError(
             f"dtype={dtype!r} (of type {type(dtype).__name__}) is not a torch dtype; pass e.g. "

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
-from interp.loading.checkpoint import TensorSource, check_names_and_shapes, parse_torch_dtype
+from interp.loading.checkpoint import TensorSource, check_names_and_shapes
 from interp.loading.families.base import (
     activation,
     check_tied,
@@ -32,6 +32,7 @@ from interp.loading.families.base import (
     positive_int,
     positive_number,
 )
+from interp.utils.dtypes import parse_dtype
 
 # Causal-mask buffers that older transformers versions saved with the weights.
 _HF_MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
@@ -81,7 +82,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     for name in ("torch_dtype", "dtype"):  # unused (weights load in float32), but must be valid
         if isinstance(values.get(name), str) and values[name] != "auto":
             try:
-                parse_torch_dtype(values[name])
+                parse_dtype(values[name])
             except ValueError:
                 raise ValueError(
                     f"field {name!r} is {values[name]!r}, not a torch dtype (e.g. 'float32')."
