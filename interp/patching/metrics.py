@@ -108,12 +108,12 @@ def _short_repr(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_token_ids(token_ids: Tensor, what: str, d_vocab: int | None = None) -> None:
+def check_metric_token_ids(token_ids: Tensor, what: str, d_vocab: int | None = None) -> None:
     """Raise if ``token_ids`` are not integers, are negative (which would silently index from
     the end of the vocabulary) or, when ``d_vocab`` is given, are not below it.
 
     Example:
-        >>> check_token_ids(torch.tensor([3, 99]), "answer_tokens", d_vocab=50)  # ValueError
+        >>> check_metric_token_ids(torch.tensor([3, 99]), "answer_tokens", d_vocab=50)  # ValueError
     """
     if token_ids.is_floating_point() or token_ids.is_complex() or token_ids.dtype == torch.bool:
         raise ValueError(f"{what} must be integer token ids, got dtype {token_ids.dtype}.")
@@ -167,12 +167,12 @@ class PatchingMetric:
         self.positions = _positions(positions)
         self.vocab = None if vocab is None else torch.as_tensor(vocab).flatten()
         if self.vocab is not None:
-            check_token_ids(self.vocab, f"{type(self).__name__}'s vocab")
+            check_metric_token_ids(self.vocab, f"{type(self).__name__}'s vocab")
 
     def check_vocab(self, d_vocab: int) -> None:
         """Raise if the token ids this metric reads are outside a vocabulary of ``d_vocab``."""
         if self.vocab is not None:
-            check_token_ids(self.vocab, f"{type(self).__name__}'s vocab", d_vocab)
+            check_metric_token_ids(self.vocab, f"{type(self).__name__}'s vocab", d_vocab)
 
     def score(self, position_logits: Float[Tensor, "rows n_positions d_vocab"]) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement score().")
@@ -229,7 +229,7 @@ class LogitDiff(PatchingMetric):
                 "answer_tokens must be [2], [n_prompts, 2] or [n_prompts, n_pairs, 2] (right, "
                 f"wrong) token ids, got shape {tuple(answer_tokens.shape)}."
             )
-        check_token_ids(answer_tokens, "LogitDiff's answer_tokens")
+        check_metric_token_ids(answer_tokens, "LogitDiff's answer_tokens")
         answer_tokens = answer_tokens.reshape(-1, 1, 2) if answer_tokens.ndim < 3 else answer_tokens
         # Only the answers' logits are read: their ids are the vocab, and each answer's column
         # in it is answer_columns.
@@ -239,7 +239,7 @@ class LogitDiff(PatchingMetric):
         self.answer_columns = answer_columns  # [n_prompts, n_pairs, 2]
 
     def check_vocab(self, d_vocab: int) -> None:
-        check_token_ids(self.answer_tokens, "LogitDiff's answer_tokens", d_vocab)
+        check_metric_token_ids(self.answer_tokens, "LogitDiff's answer_tokens", d_vocab)
 
     def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
         last = position_logits[:, -1]  # [rows, n_columns]
@@ -260,10 +260,10 @@ class AnswerProbability(PatchingMetric):
     def __init__(self, answer_tokens: Int[Tensor, " n_prompts"] | int, position: int = -1):
         super().__init__(position)
         self.answer_tokens = torch.as_tensor(answer_tokens).reshape(-1, 1)  # [n_prompts, 1]
-        check_token_ids(self.answer_tokens, "AnswerProbability's answer_tokens")
+        check_metric_token_ids(self.answer_tokens, "AnswerProbability's answer_tokens")
 
     def check_vocab(self, d_vocab: int) -> None:
-        check_token_ids(self.answer_tokens, "AnswerProbability's answer_tokens", d_vocab)
+        check_metric_token_ids(self.answer_tokens, "AnswerProbability's answer_tokens", d_vocab)
 
     def score(self, position_logits: Tensor) -> Float[Tensor, " rows"]:
         probs = position_logits[:, -1].float().softmax(dim=-1)
