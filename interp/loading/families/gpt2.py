@@ -25,13 +25,8 @@ from torch import Tensor
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import TensorSource, check_names_and_shapes
-from interp.loading.families.base import (
-    activation,
-    check_tied,
-    flag,
-    positive_int,
-    positive_number,
-)
+from interp.loading.families.base import check_tied
+from interp.loading.families.config_fields import activation, flag, positive_int, positive_number
 from interp.utils.dtypes import parse_dtype
 
 # Causal-mask buffers that older transformers versions saved with the weights.

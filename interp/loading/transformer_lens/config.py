@@ -32,7 +32,7 @@ import torch
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import printable, read_config_json
-from interp.loading.families.base import rope_parameters, sliding_layers
+from interp.loading.families.config_fields import rope_parameters, sliding_layers
 from interp.loading.families.gpt_neo import attention_layers
 from interp.loading.transformer_lens.model_names import (
     get_official_model_name,
