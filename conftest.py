@@ -1,10 +1,11 @@
 """The docstring examples' namespace (``python3 -m pytest --doctest-modules interp``, in CI).
 
 Every ``Example:`` block runs on the models shipped with the package, offline. Besides the
-module's own names, each example sees ``torch``, ``interp`` and a few shipped objects built
-once: ``model`` (``attn-only-2l``, 512 symbols), ``tokens`` (BOS and a
-random sequence of 10 repeated, [1, 21], whose repeat its induction head predicts) and ``cache``
-(its activations). An example that needs anything else builds it in its own lines.
+module's own names, each example sees ``torch``, ``interp``, ``HookedTransformer``,
+``HookedTransformerConfig`` and a few shipped objects built once: ``model`` (``attn-only-2l``,
+512 symbols), ``tokens`` (BOS and a random sequence of 10 repeated, [1, 21], whose repeat its
+induction head predicts) and ``cache`` (its activations). An example that needs anything else
+builds it in its own lines.
 """
 
 from __future__ import annotations
@@ -28,3 +29,7 @@ def _doctest_globals(doctest_namespace: dict) -> None:
     )
     _, cache = model.run_with_cache(tokens)
     doctest_namespace.update(torch=torch, interp=interp, model=model, tokens=tokens, cache=cache)
+    doctest_namespace.update(
+        HookedTransformer=interp.HookedTransformer,
+        HookedTransformerConfig=interp.HookedTransformerConfig,
+    )

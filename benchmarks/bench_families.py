@@ -63,6 +63,7 @@ from timing import best_times, synchronize  # noqa: E402
 
 import interp  # noqa: E402
 from interp.loading.hf import from_hf_model  # noqa: E402
+from interp.model import HookedTransformer  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def forward_rows(
     the forward (its ratio and page faults, under this process's ``allocator`` setting, are
     also returned)."""
     hf = build_llama(shape, device, dtype)
-    ours = from_hf_model(hf, tokenizer=None).eval()
+    ours = from_hf_model(hf, tokenizer=None, model_class=HookedTransformer).eval()
     tokens = random_tokens(shape, device, seed=1)
     with torch.no_grad():
         tolerance = 1e-3 if dtype == torch.float32 else 2e-1
@@ -244,7 +245,7 @@ def moe_rows(
     Face's on the same weights, then a full cache (every hook, the experts' included)
     against the forward."""
     hf = (build_gpt_oss if name == "gpt-oss" else build_mixtral)(shape, device, dtype)
-    ours = from_hf_model(hf, tokenizer=None).eval()
+    ours = from_hf_model(hf, tokenizer=None, model_class=HookedTransformer).eval()
     tokens = random_tokens(shape, device, seed=4)
     with torch.no_grad():
         tolerance = 1e-3 if dtype == torch.float32 else 2e-1
@@ -287,7 +288,7 @@ def patching_rows(
     """The resid_pre sweep against TransformerLens's on the same weights (empty, with a line
     saying why, when TransformerLens cannot boot them offline)."""
     hf = build_llama(shape, device, dtype)
-    ours = from_hf_model(hf, tokenizer=None).eval()
+    ours = from_hf_model(hf, tokenizer=None, model_class=HookedTransformer).eval()
     with tempfile.TemporaryDirectory() as folder:
         hf.save_pretrained(folder)
         word_tokenizer(shape.d_vocab).save_pretrained(folder)
@@ -366,7 +367,9 @@ def run(args: argparse.Namespace) -> list[str]:
         f"torch {torch.__version__}, transformers {transformers.__version__}, {allocator}"
     )
     if args.cache_cost:  # the child process of cache_cost_in_child
-        ours = from_hf_model(build_llama(forward_shape, device, dtype), tokenizer=None).eval()
+        ours = from_hf_model(
+            build_llama(forward_shape, device, dtype), tokenizer=None, model_class=HookedTransformer
+        ).eval()
         with torch.no_grad():
             print_cost(cache_cost(ours, random_tokens(forward_shape, device, 1), repeats, device))
         return lines

@@ -56,6 +56,7 @@ from timing import best_times, synchronize  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from interp.loading.hf import from_hf_model  # noqa: E402
+from interp.model import HookedTransformer  # noqa: E402
 
 EARLY_HOOK = "blocks.1.hook_resid_post"
 
@@ -177,7 +178,7 @@ def run(args: argparse.Namespace) -> list[str]:
         f"{allocator}"
     )
     hf = build_hf(shape, device, dtype)
-    ours = from_hf_model(hf, tokenizer=None).eval()
+    ours = from_hf_model(hf, tokenizer=None, model_class=HookedTransformer).eval()
     generator = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, shape.d_vocab, (shape.batch, shape.pos), generator=generator)
     tokens = tokens.to(device)

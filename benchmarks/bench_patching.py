@@ -37,6 +37,7 @@ import transformers  # noqa: E402
 
 import interp  # noqa: E402
 from interp.loading.hf import from_hf_model  # noqa: E402
+from interp.model import HookedTransformer  # noqa: E402
 
 # 16 tokens with BOS; the indirect object, then the subject twice.
 CLEAN = "When{0} and{1} went to the store,{1} gave a cold drink to"
@@ -66,7 +67,7 @@ def build_models(smoke: bool, folder: str):
     hf_model = transformers.GPT2LMHeadModel(config).eval()
     hf_model.save_pretrained(folder)
     hf_tokenizer().save_pretrained(folder)
-    ours = from_hf_model(hf_model).eval()
+    ours = from_hf_model(hf_model, model_class=HookedTransformer).eval()
 
     from transformer_lens.model_bridge import TransformerBridge
 

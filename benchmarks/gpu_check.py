@@ -103,12 +103,13 @@ def flash_attention(device: str, lines: list[str]) -> bool:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from interp.loading.hf import from_hf_model
+    from interp.model import HookedTransformer
 
     if not device.startswith("cuda"):
         lines.append("  flash attention: skipped (not on CUDA)")
         return True
     hf = build_llama(SMOKE_FORWARD, device, torch.bfloat16)
-    ours = from_hf_model(hf, tokenizer=None).eval()
+    ours = from_hf_model(hf, tokenizer=None, model_class=HookedTransformer).eval()
     ids = random_tokens(SMOKE_FORWARD, device, seed=1)
     try:
         with torch.no_grad(), sdpa_kernel(SDPBackend.FLASH_ATTENTION):

@@ -32,7 +32,7 @@ import torch
 from safetensors.torch import save_file
 
 from interp.config import preset_config
-from interp.loading.hf import hf_shapes
+from interp.loading.families.gpt2 import hf_shapes
 
 MEASURE = """
 import json, sys, torch
@@ -45,7 +45,7 @@ dtype = getattr(torch, sys.argv[4]) if len(sys.argv) > 4 else None
 import glob, interp, safetensors.torch
 from interp.loading.checkpoint import TensorSource, build_model
 from interp.loading.families import family_for, is_gpt2, iter_tensors
-from interp.loading.hf import config_from_hf, convert_hf_state_dict
+from interp.loading.families.gpt2 import config_from_hf, convert_hf_state_dict
 if how == "transformers":
     import transformers
 def load(folder):
@@ -68,7 +68,7 @@ def load(folder):
     cfg = family.hooked_config(config, **({"dtype": dtype} if dtype else {}))
     source = TensorSource.from_state_dict(state_dict)  # its own dict: state_dict stays alive
     source, rows = family.checked_source(source, cfg, config, "naive")
-    return build_model(cfg, iter_tensors(source, rows))
+    return build_model(cfg, iter_tensors(source, rows), model_class=interp.HookedTransformer)
 load(warm_up_folder)  # one-time costs (lazy imports, torch initialisation) are not counted
 before = rss("VmRSS")
 model = load(folder)

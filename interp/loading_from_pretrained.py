@@ -1,6 +1,6 @@
 """TransformerLens's ``transformer_lens.loading_from_pretrained`` under its own name, so ported
-scripts change one import; the code lives in ``interp.loading`` (``model_names``,
-``tl_config``, ``transformer_lens``, ``pretrained``).
+scripts change one import; the code lives in ``interp.loading.transformer_lens`` (``model_names``,
+``config``, ``state_dict``) and ``interp.loading.pretrained``.
 
 Example:
     >>> from interp import loading_from_pretrained as loading
@@ -19,20 +19,21 @@ import torch
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
-from interp.loading.model_names import (
+from interp.loading.pretrained import load_pretrained
+from interp.loading.transformer_lens import convert_neel_solu_old_weights
+from interp.loading.transformer_lens.config import (
+    convert_hf_model_config,
+    convert_neel_model_config,
+    get_pretrained_model_config,
+)
+from interp.loading.transformer_lens.model_names import (
     DEFAULT_MODEL_ALIASES,
     MODEL_ALIASES,
     OFFICIAL_MODEL_NAMES,
     get_official_model_name,
     make_model_alias_map,
 )
-from interp.loading.pretrained import load_pretrained
-from interp.loading.tl_config import (
-    convert_hf_model_config,
-    convert_neel_model_config,
-    get_pretrained_model_config,
-)
-from interp.loading.transformer_lens import convert_neel_solu_old_weights
+from interp.model import HookedTransformer
 
 __all__ = [
     "DEFAULT_MODEL_ALIASES",
@@ -67,5 +68,6 @@ def get_pretrained_state_dict(
     name = official_model_name
     if not Path(name).exists() and hf_model is None:
         name = get_official_model_name(name)
-    model = load_pretrained(name, dtype=kwargs.pop("torch_dtype", dtype), hf_model=hf_model)
+    dtype = kwargs.pop("torch_dtype", dtype)
+    model = load_pretrained(name, dtype=dtype, hf_model=hf_model, model_class=HookedTransformer)
     return model.state_dict()

@@ -13,6 +13,7 @@ import torch
 import transformers
 
 from interp.loading.hf import from_hf_model
+from interp.model import HookedTransformer
 
 # The system's Chromium, for the tests that render pages in it (marked with NEEDS_CHROMIUM).
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -79,14 +80,14 @@ def hf_gpt2_tokenizer() -> transformers.GPT2TokenizerFast:
 def hf_and_model():
     """A small random HF GPT-2 and the same weights as a HookedTransformer."""
     hf_model = make_hf_gpt2()
-    return hf_model, from_hf_model(hf_model, tokenizer=None).eval()
+    return hf_model, from_hf_model(hf_model, tokenizer=None, model_class=HookedTransformer).eval()
 
 
 @pytest.fixture
 def gpt2_model():
     """A small random model with the offline GPT-2 tokenizer (full 50257-token vocabulary)."""
     hf_model = make_hf_gpt2(vocab_size=50257, n_positions=128, n_embd=32, n_head=2)
-    return from_hf_model(hf_model, tokenizer="gpt2").eval()
+    return from_hf_model(hf_model, tokenizer="gpt2", model_class=HookedTransformer).eval()
 
 
 def requested_threads() -> int | None:

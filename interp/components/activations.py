@@ -53,7 +53,7 @@ def gelu_tanh(x: Tensor) -> Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-def gelu_new(x: Tensor) -> Tensor:
+def gelu_new_fused(x: Tensor) -> Tensor:
     """GPT-2's "gelu_new" (GELU's tanh approximation): the fused kernel in float32 and
     float64; in half precision Hugging Face's (and TransformerLens's) formula, op by op, so a
     bf16 model rounds as theirs does (GPT-J, GPT-Neo, Phi)."""
@@ -66,7 +66,7 @@ def gelu_new(x: Tensor) -> Tensor:
 # The model's activations by config name: fused PyTorch kernels where one computes the same
 # function (``interp.utils.activations`` has TransformerLens's own formulas).
 ACTIVATIONS = {
-    "gelu_new": gelu_new,
+    "gelu_new": gelu_new_fused,
     "gelu_pytorch_tanh": gelu_tanh,
     "gelu": F.gelu,  # exact (erf), GPT-NeoX's
     "relu": F.relu,

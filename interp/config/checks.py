@@ -16,8 +16,6 @@ import math
 import warnings
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 if TYPE_CHECKING:
     from interp.config import HookedTransformerConfig
 
@@ -463,17 +461,3 @@ def resolve_init_range(cfg: HookedTransformerConfig) -> None:
             "disagree; they are the same setting, give only one."
         )
     cfg.init_range = cfg.initializer_range
-
-
-def parse_dtype(dtype: Any) -> torch.dtype:
-    """A ``torch.dtype`` from itself or its name (``"bfloat16"``, ``"torch.float16"``)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    resolved = (
-        getattr(torch, dtype.removeprefix("torch."), None) if isinstance(dtype, str) else None
-    )
-    if not isinstance(resolved, torch.dtype):
-        raise ValueError(
-            f"dtype={dtype!r} is not a torch dtype; use e.g. 'float32', 'bfloat16' or 'float16'."
-        )
-    return resolved

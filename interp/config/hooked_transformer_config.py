@@ -18,11 +18,11 @@ from interp.config.checks import (
     check_rotary,
     check_supported,
     check_types,
-    parse_dtype,
     resolve_heads,
     resolve_init_range,
 )
 from interp.config.expert_checks import check_experts, check_gpt_oss_experts
+from interp.utils.dtypes import parse_dtype
 
 __all__ = ["HookedTransformerConfig", "preset_config"]
 

@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +38,12 @@ from interp.harvest.shards import (
 from interp.harvest.stats import RunningStats
 from interp.harvest.writer import ShardWriter
 from interp.model import HookedTransformer
+from interp.utils.dtypes import parse_dtype
 
 DEFAULT_SHARD_TOKENS = 1 << 17
+# The names --dtype takes (interp.utils.dtypes reads them), and the dtypes they are.
 DTYPES = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
+    name: parse_dtype(name) for name in ("fp32", "float32", "fp16", "float16", "bf16", "bfloat16")
 }
 # Hooks whose activations are not one vector a token.
 _NOT_PER_TOKEN = ("hook_pattern", "hook_attn_scores")
@@ -77,14 +75,13 @@ def parse_positions(spec: str | slice | None) -> slice:
     return slice(*values)
 
 
-def parse_dtype(name: str | torch.dtype | None, model: HookedTransformer) -> torch.dtype:
+def stored_dtype(name: str | torch.dtype | None, model: HookedTransformer) -> torch.dtype:
+    """The dtype activations are stored in: ``name`` (``--dtype``: a float name, or any
+    ``torch.dtype`` given from Python), else the model's."""
     if name is None:
         return model.cfg.dtype
-    if isinstance(name, torch.dtype):
-        return name
-    if name not in DTYPES:
-        raise ValueError(f"--dtype {name!r} is not one of {sorted(DTYPES)}; e.g. --dtype bf16.")
-    return DTYPES[name]
+    allowed = None if isinstance(name, torch.dtype) else tuple(dict.fromkeys(DTYPES.values()))
+    return parse_dtype(name, "--dtype", allowed=allowed)
 
 
 def parse_hooks(hooks: str | Sequence[str], model: HookedTransformer) -> list[str]:
@@ -242,6 +239,28 @@ def harvest(
         ranks.close()
 
 
+@dataclass
+class _Plan:
+    """What a harvest reads and writes, every input checked (``_plan``): the model and its
+    hooks, the data's sequences, and the shapes of what is kept of them."""
+
+    model: HookedTransformer
+    model_source: Any
+    hook_names: list[str]
+    dtype: torch.dtype
+    sources: list[Any]
+    seq_len: int
+    position_slice: slice
+    kept: int  # positions kept a sequence
+    max_rows: int | None  # sequences to harvest (None: all)
+    tokenizer: Any
+    add_bos: bool
+    blocks: Iterator[np.ndarray]  # the data's sequences, in blocks [rows, seq_len]
+    shapes: dict[str, Any]  # hook -> the shape of one position's activation
+    widths: dict[str, int]  # hook -> the values a position stores
+    rows_per_shard: int
+
+
 def _harvest(
     ranks: Ranks,
     model_or_name: str | HookedTransformer,
@@ -257,11 +276,47 @@ def _harvest(
     text_field: str,
     progress: bool,
 ) -> dict[str, Any]:
-    # ---- every check before anything is written
+    plan = _plan(
+        ranks,
+        model_or_name,
+        data,
+        hooks,
+        seq_len,
+        batch_size,
+        max_tokens,
+        dtype_name,
+        positions_spec,
+        shard_tokens,
+        text_field,
+    )
+    identity = _claim_output_folder(ranks, out, plan, text_field, batch_size, max_tokens)
+    n_shards = _write_shards(ranks, out, plan, batch_size, progress)
+    manifest = None
+    if ranks.is_main:
+        manifest = _finish(out, identity, n_shards, plan.hook_names)
+    ranks.barrier()
+    return ranks.broadcast(manifest)
+
+
+def _plan(
+    ranks: Ranks,
+    model_or_name: str | HookedTransformer,
+    data: str | Path,
+    hooks: str | Sequence[str],
+    seq_len: int | None,
+    batch_size: int,
+    max_tokens: int | None,
+    dtype_name: str | torch.dtype | None,
+    positions_spec: str | slice | None,
+    shard_tokens: int,
+    text_field: str,
+) -> _Plan:
+    """Every check before anything is written: the model, hooks, dtype, sizes, data and
+    positions, with a clear error for each."""
     model, model_source = _load_model(model_or_name, ranks)
     model.eval()
     hook_names = parse_hooks(hooks, model)
-    dtype = parse_dtype(dtype_name, model)
+    dtype = stored_dtype(dtype_name, model)
     if batch_size < 1 or shard_tokens < 1:
         raise ValueError(
             f"batch_size ({batch_size}) and shard_tokens ({shard_tokens}) must be >= 1."
@@ -307,29 +362,64 @@ def _harvest(
     shapes = _probe_shapes(model, first[0], hook_names)
     widths = {hook: math.prod(shape) for hook, shape in shapes.items()}
     rows_per_shard = max(1, shard_tokens // kept)
+    return _Plan(
+        model,
+        model_source,
+        hook_names,
+        dtype,
+        sources,
+        seq_len,
+        position_slice,
+        kept,
+        max_rows,
+        tokenizer,
+        add_bos,
+        blocks,
+        shapes,
+        widths,
+        rows_per_shard,
+    )
 
-    # ---- the output folder: rank 0 decides, every rank obeys
+
+def _claim_output_folder(
+    ranks: Ranks,
+    out: Path,
+    plan: _Plan,
+    text_field: str,
+    batch_size: int,
+    max_tokens: int | None,
+) -> dict[str, Any] | None:
+    """The output folder: rank 0 decides (refusing a folder that holds another harvest) and
+    writes the in-progress manifest, every rank obeys. Returns the harvest's identity (the
+    manifest's, on rank 0; None on the others)."""
     identity = None
     refusal = None
     if ranks.is_main:
         identity = {
             "model": {
-                "name": model.cfg.model_name,
-                "source": str(model_source),
-                "config_sha256": _model_config_hash(model),
-                "weights_sha256": weights_hash(model),
+                "name": plan.model.cfg.model_name,
+                "source": str(plan.model_source),
+                "config_sha256": _model_config_hash(plan.model),
+                "weights_sha256": weights_hash(plan.model),
             },
-            "tokenizer": data_module.tokenizer_identity(tokenizer) if tokenizer else None,
-            "data": [s.identity() for s in sources],
+            "tokenizer": data_module.tokenizer_identity(plan.tokenizer) if plan.tokenizer else None,
+            "data": [s.identity() for s in plan.sources],
             "text_field": text_field,
-            "hooks": {hook: {"shape": shapes[hook], "d": widths[hook]} for hook in hook_names},
-            "dtype": str(dtype).removeprefix("torch."),
-            "seq_len": seq_len,
-            "prepend_bos": add_bos,
-            "positions": [position_slice.start, position_slice.stop, position_slice.step],
-            "tokens_per_sequence": kept,
-            "sequences_per_shard": rows_per_shard,
-            "tokens_per_shard": rows_per_shard * kept,
+            "hooks": {
+                hook: {"shape": plan.shapes[hook], "d": plan.widths[hook]}
+                for hook in plan.hook_names
+            },
+            "dtype": str(plan.dtype).removeprefix("torch."),
+            "seq_len": plan.seq_len,
+            "prepend_bos": plan.add_bos,
+            "positions": [
+                plan.position_slice.start,
+                plan.position_slice.stop,
+                plan.position_slice.step,
+            ],
+            "tokens_per_sequence": plan.kept,
+            "sequences_per_shard": plan.rows_per_shard,
+            "tokens_per_shard": plan.rows_per_shard * plan.kept,
             "batch_size": batch_size,
             "max_tokens": max_tokens,
         }
@@ -344,15 +434,24 @@ def _harvest(
     if refusal is not None:
         raise FileExistsError(refusal)
     ranks.barrier()
+    return identity
 
-    # ---- this rank's shards
-    on_gpu = model.device.type == "cuda"
-    writer = ShardWriter(out, widths, rows_per_shard * kept, dtype, pinned=on_gpu)
+
+def _write_shards(ranks: Ranks, out: Path, plan: _Plan, batch_size: int, progress: bool) -> int:
+    """This rank's shards (those not already complete), written as they are harvested;
+    returns the number of shards of the whole harvest."""
+    on_gpu = plan.model.device.type == "cuda"
+    writer = ShardWriter(
+        out, plan.widths, plan.rows_per_shard * plan.kept, plan.dtype, pinned=on_gpu
+    )
     total = None
-    if max_rows is not None:
-        n_shards = math.ceil(max_rows / rows_per_shard)
+    if plan.max_rows is not None:
+        n_shards = math.ceil(plan.max_rows / plan.rows_per_shard)
         mine = [i for i in range(n_shards) if ranks.owns(i)]
-        total = sum(min(rows_per_shard, max_rows - i * rows_per_shard) for i in mine) * kept
+        total = (
+            sum(min(plan.rows_per_shard, plan.max_rows - i * plan.rows_per_shard) for i in mine)
+            * plan.kept
+        )
     bar = tqdm(
         total=total,
         unit="tok",
@@ -362,32 +461,34 @@ def _harvest(
     )
     n_shards = 0
     try:
-        for index, rows in _shards(blocks, rows_per_shard, max_rows):
+        for index, rows in _shards(plan.blocks, plan.rows_per_shard, plan.max_rows):
             n_shards = index + 1
             if not ranks.owns(index) or complete_shard(out, index) is not None:
                 continue
-            _check_tokens(rows, model.cfg.d_vocab)
+            _check_tokens(rows, plan.model.cfg.d_vocab)
             buffers = writer.buffers()
             stats = _run_shard(
-                model, rows, hook_names, position_slice, batch_size, buffers, dtype, bar
+                plan.model,
+                rows,
+                plan.hook_names,
+                plan.position_slice,
+                batch_size,
+                buffers,
+                plan.dtype,
+                bar,
             )
             info = {
                 "index": index,
-                "first_sequence": index * rows_per_shard,
+                "first_sequence": index * plan.rows_per_shard,
                 "n_sequences": len(rows),
-                "n_tokens": len(rows) * kept,
+                "n_tokens": len(rows) * plan.kept,
             }
-            writer.submit(index, buffers, len(rows) * kept, stats, info)
+            writer.submit(index, buffers, len(rows) * plan.kept, stats, info)
     finally:
         writer.close()
         bar.close()
     ranks.barrier()
-
-    manifest = None
-    if ranks.is_main:
-        manifest = _finish(out, identity, n_shards, hook_names)
-    ranks.barrier()
-    return ranks.broadcast(manifest)
+    return n_shards
 
 
 def _run_shard(

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from interp.config import HookedTransformerConfig
-from interp.loading.model_class import model_class
 from interp.utils.devices import check_device
+from interp.utils.dtypes import parse_dtype
 
 Shape = tuple[int, ...]
 
@@ -381,14 +381,6 @@ def check_names_and_shapes(
         raise CheckpointError(message + (f". {hint}" if hint else ""))
 
 
-def parse_torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype named ``name`` (``"bfloat16"``, ``"torch.int8"``), or a ``ValueError``."""
-    resolved = getattr(torch, name.removeprefix("torch."), None)
-    if not isinstance(resolved, torch.dtype):
-        raise ValueError(f"Unknown dtype {name!r}; use e.g. 'float32' or 'bfloat16'.")
-    return resolved
-
-
 def check_model_dtype(dtype: torch.dtype, what: str) -> torch.dtype:
     """``dtype`` if a model can compute in it (``MODEL_DTYPES``), else a ``ValueError`` saying
     ``what`` it is (``"dtype=torch.int8"``) and listing the allowed ones."""
@@ -412,7 +404,7 @@ def resolve_dtype(dtype: torch.dtype | str | None, default: torch.dtype) -> torc
     if dtype is None:
         return default
     if isinstance(dtype, str):
-        return check_model_dtype(parse_torch_dtype(dtype), f"dtype={dtype!r}")
+        return check_model_dtype(parse_dtype(dtype), f"dtype={dtype!r}")
     if not isinstance(dtype, torch.dtype):
         raise TypeError(
             f"dtype={dtype!r} (of type {type(dtype).__name__}) is not a torch dtype; pass e.g. "
@@ -428,8 +420,13 @@ def build_model(
     device: torch.device | str | None = None,
     what: str = "The checkpoint",
     fresh: bool = False,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer whose parameters are ``tensors`` (our names), in ``cfg.dtype``.
+    """A ``model_class`` (HookedTransformer or a subclass, called as
+    ``model_class(cfg, tokenizer=...)``) whose parameters are ``tensors`` (our names), in
+    ``cfg.dtype``. ``interp.model`` sits above the loaders, so its constructors pass their
+    own class down; the loaders never import it.
 
     The model is built on the meta device and each tensor is placed on ``device`` in
     ``cfg.dtype`` as it arrives. Tensors are copied unless ``fresh`` says they were read for
@@ -446,7 +443,8 @@ def build_model(
         fresh: whether ``tensors`` were read for this load alone (then not copied).
 
     Example:
-        >>> copy = build_model(model.cfg, model.state_dict().items(), model.tokenizer, "cpu")
+        >>> copy = build_model(model.cfg, model.state_dict().items(), model.tokenizer, "cpu",
+        ...                    model_class=HookedTransformer)
         >>> ours, theirs = copy.blocks[0].attn.W_Q, model.blocks[0].attn.W_Q
         >>> torch.equal(ours, theirs), ours.data_ptr() != theirs.data_ptr()   # a copy
         (True, True)
@@ -457,7 +455,7 @@ def build_model(
     seed, cfg.seed, cfg.device = cfg.seed, None, None
     try:
         with torch.device("meta"):
-            model = model_class()(cfg, tokenizer=tokenizer)
+            model = model_class(cfg, tokenizer=tokenizer)
     finally:
         cfg.seed = seed
     expected = {name: tuple(param.shape) for name, param in model.state_dict().items()}

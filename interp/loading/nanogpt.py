@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
@@ -24,8 +24,8 @@ from interp.loading.checkpoint import (
     load_torch_file,
     resolve_dtype,
 )
-from interp.loading.hf import iter_hf_tensors
-from interp.loading.model_names import MODEL_NAME_UNSTATED
+from interp.loading.families.gpt2 import iter_hf_tensors
+from interp.loading.transformer_lens.model_names import MODEL_NAME_UNSTATED
 
 _COMPILED_PREFIX = "_orig_mod."  # added to every key by torch.compile
 _MASK_BUFFER = re.compile(r"^transformer\.h\.\d+\.attn\.bias$")  # causal mask, without flash
@@ -84,8 +84,11 @@ def load_nanogpt(
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
     model_args: dict[str, Any] | None = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer from a nanoGPT checkpoint file or dict (fp32 unless ``dtype``).
+    """A ``model_class`` (HookedTransformer or a subclass) from a nanoGPT checkpoint file or
+    dict (fp32 unless ``dtype``).
 
     ``checkpoint`` is ``train.py``'s ``{"model": state_dict, "model_args": {...}, ...}`` or a
     bare state dict (keys may carry torch.compile's ``_orig_mod.`` prefix). A bare state dict
@@ -96,7 +99,9 @@ def load_nanogpt(
         >>> args = dict(n_layer=1, n_head=2, n_embd=8, vocab_size=65, block_size=16, bias=False)
         >>> state_dict = {name: torch.randn(shape) for name, shape in nanogpt_shapes(args).items()}
         >>> checkpoint = {"model": state_dict, "model_args": args}   # or its path: out/ckpt.pt
-        >>> model = load_nanogpt(checkpoint, device="cpu", dtype=torch.bfloat16)
+        >>> model = load_nanogpt(
+        ...     checkpoint, device="cpu", dtype=torch.bfloat16, model_class=HookedTransformer
+        ... )
         >>> model.cfg.n_layers, model.cfg.dtype, model.tokenizer   # no GPT-2 vocabulary
         (1, torch.bfloat16, None)
     """
@@ -147,7 +152,8 @@ def load_nanogpt(
     if tokenizer is None and cfg.tokenizer_name is not None:
         tokenizer = cfg.tokenizer_name
     source = _as_hf_layout(raw, args, tied)
-    model = build_model(cfg, iter_hf_tensors(source, cfg), tokenizer, device, name)
+    tensors = iter_hf_tensors(source, cfg)
+    model = build_model(cfg, tensors, tokenizer, device, name, model_class=model_class)
     raw.warn_non_finite(name)
     return model
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
+from torch import nn
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
@@ -26,7 +27,6 @@ from interp.loading.checkpoint import (
     read_config_json,
     resolve_dtype,
 )
-from interp.loading.model_class import model_class
 from interp.tokenizers import tokenizer_from_dict, tokenizer_to_dict
 from interp.utils.devices import check_device
 
@@ -81,8 +81,11 @@ def load_native(
     folder: str | Path,
     device: str | torch.device | None = None,
     dtype: torch.dtype | str | None = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """The HookedTransformer saved in ``folder`` by ``save_native``, with its tokenizer.
+    """The model saved in ``folder`` by ``save_native``, with its tokenizer, as a
+    ``model_class`` (HookedTransformer or a subclass).
 
     Weights keep their saved dtype unless ``dtype`` is given; they load straight onto
     ``device`` (default CPU).
@@ -90,7 +93,9 @@ def load_native(
     Example:
         >>> import tempfile
         >>> folder = save_native(model, Path(tempfile.mkdtemp()) / "my-model")
-        >>> copy = load_native(folder, device="cpu", dtype=torch.bfloat16)
+        >>> copy = load_native(
+        ...     folder, device="cpu", dtype=torch.bfloat16, model_class=HookedTransformer
+        ... )
         >>> copy.cfg.dtype, copy.W_Q.dtype, copy.tokenizer is not None
         (torch.bfloat16, torch.bfloat16, True)
     """
@@ -131,7 +136,7 @@ def load_native(
     # Build on the CPU (the meta device would cost seconds of first-use set-up in torch),
     # then take the saved tensors as they are, already on ``device``.
     cfg.device = None
-    model = model_class()(cfg, tokenizer=tokenizer)
+    model = model_class(cfg, tokenizer=tokenizer)
     expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     check_names_and_shapes(source.shapes, expected, printable(weights_path))
     state_dict = {name: source.take(name).to(device=device, dtype=cfg.dtype) for name in expected}

@@ -11,22 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from interp.loading.checkpoint import printable, read_config_json, resolve_dtype
 from interp.loading.hf import download_from_hub, folder_tokenizer, from_hf_model, load_hf_folder
-from interp.loading.model_names import (
+from interp.loading.processing import process_weights, skipped_steps
+from interp.loading.transformer_lens import (
+    download_transformer_lens_repo,
+    load_transformer_lens_folder,
+)
+from interp.loading.transformer_lens.model_names import (
     MODEL_ALIASES,
     OFFICIAL_MODEL_NAMES,
     get_official_model_name,
     hub_repo_id,
     is_transformer_lens_repo,
 )
-from interp.loading.processing import process_weights, skipped_steps
-from interp.loading.tl_toy_config import is_transformer_lens_config
-from interp.loading.transformer_lens import (
-    download_transformer_lens_repo,
-    load_transformer_lens_folder,
-)
+from interp.loading.transformer_lens.toy_config import is_transformer_lens_config
 from interp.tokenizers import get_tokenizer
 from interp.utils.devices import check_device
 
@@ -47,13 +48,16 @@ def load_pretrained(
     refactor_factored_attn_matrices: bool = False,
     tokenizer: Any = None,
     hf_model: Any = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer from a folder written by ``model.save``, a Hugging Face checkpoint
-    folder (GPT-2, GPT-NeoX, Llama, Mistral, Qwen 2/3, Gemma 2/3), a TransformerLens-format
-    folder (TL's toy models: its config.json and ``*final.pth``), a hub id or TransformerLens
-    name (downloaded once, then read from the Hugging Face cache, also offline), or the
-    in-memory ``hf_model`` given (with no tokenizer given, GPT-2's for a GPT-2 model, else
-    the one saved with ``name_or_path`` when that is a local folder).
+    """A ``model_class`` (HookedTransformer or a subclass: ``from_pretrained`` passes its ``cls``,
+    so a subclass loads as itself) from a folder written by ``model.save``, a Hugging Face
+    checkpoint folder (GPT-2, GPT-NeoX, Llama, Mistral, Qwen 2/3, Gemma 2/3), a
+    TransformerLens-format folder (TL's toy models: its config.json and ``*final.pth``), a hub id or
+    TransformerLens name (downloaded once, then read from the Hugging Face cache, also offline), or
+    the in-memory ``hf_model`` given (with no tokenizer given, GPT-2's for a GPT-2 model, else the
+    one saved with ``name_or_path`` when that is a local folder).
 
     The processing flags are off here (``HookedTransformer.from_pretrained`` turns
     TransformerLens's on); a step the model cannot take (folding layer norms a model does not
@@ -65,12 +69,15 @@ def load_pretrained(
         >>> folder = Path(tempfile.mkdtemp())   # or a hub id ("gpt2"), a TransformerLens name
         >>> transformers.GPT2LMHeadModel(transformers.GPT2Config(
         ...     n_layer=1, n_embd=32, n_head=2, n_positions=16)).save_pretrained(folder)
-        >>> model = load_pretrained(folder, device="cpu", dtype=torch.bfloat16)
+        >>> model = load_pretrained(
+        ...     folder, device="cpu", dtype=torch.bfloat16, model_class=HookedTransformer
+        ... )
         >>> model.cfg.n_layers, model.cfg.dtype, model.cfg.d_vocab
         (1, torch.bfloat16, 50257)
     """
     if hf_model is not None:
-        model = from_hf_model(hf_model, tokenizer=_hf_model_tokenizer(hf_model, tokenizer))
+        tokenizer = _hf_model_tokenizer(hf_model, tokenizer)
+        model = from_hf_model(hf_model, tokenizer=tokenizer, model_class=model_class)
         model.cfg.dtype = resolve_dtype(dtype, model.cfg.dtype)
         model.to(device=check_device(device or model.cfg.device), dtype=model.cfg.dtype)
         model.cfg.device = str(check_device(device or model.cfg.device))
@@ -86,16 +93,26 @@ def load_pretrained(
         if "interp_format" in config:  # written by interp's save_native
             from interp.loading.native import load_native
 
-            model = load_native(folder, device=device, dtype=dtype)
+            model = load_native(folder, device=device, dtype=dtype, model_class=model_class)
             if tokenizer is not None:
                 model.tokenizer = get_tokenizer(tokenizer)
         elif is_transformer_lens_config(config):
             model = load_transformer_lens_folder(
-                folder, name=repo_id, device=device, dtype=dtype, tokenizer=tokenizer
+                folder,
+                name=repo_id,
+                device=device,
+                dtype=dtype,
+                tokenizer=tokenizer,
+                model_class=model_class,
             )
         else:
             model = load_hf_folder(
-                folder, device=device, dtype=dtype, tokenizer=tokenizer, repo_id=repo_id
+                folder,
+                device=device,
+                dtype=dtype,
+                tokenizer=tokenizer,
+                repo_id=repo_id,
+                model_class=model_class,
             )
     steps = dict(
         fold_ln=fold_ln,

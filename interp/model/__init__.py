@@ -12,11 +12,7 @@ Example:
     >>> model = HookedTransformer.from_pretrained("attn-only-2l")
 """
 
-from interp.loading.model_class import set_model_class
 from interp.model.hooked_transformer import HookedTransformer, ReturnType, TextOrTokens
 from interp.model.loss import lm_cross_entropy_loss
-
-# The loaders (interp.loading, a layer below this package) build the class handed to them.
-set_model_class(HookedTransformer)
 
 __all__ = ["HookedTransformer", "ReturnType", "TextOrTokens", "lm_cross_entropy_loss"]

@@ -1,7 +1,8 @@
 """Building a HookedTransformer from a checkpoint, saving it, and processing its weights:
 TransformerLens's ``from_pretrained``, ``from_pretrained_no_processing``, ``from_nanogpt``
 and ``process_weights_``, plus ``save``. Each is a thin door into ``interp.loading``, which
-does the work (and builds the class ``interp.model`` hands it: it never imports this package).
+does the work and builds ``cls``, the class each is called on (so a subclass of
+HookedTransformer loads as itself; the loaders never import this package).
 
 Example:
     >>> model = HookedTransformer.from_pretrained("gpt2-small")
@@ -95,6 +96,7 @@ class ModelLoadingMixin:
             refactor_factored_attn_matrices=refactor_factored_attn_matrices,
             tokenizer=tokenizer,
             hf_model=hf_model,
+            model_class=cls,
         )
         if default_prepend_bos is not None:
             model.cfg.default_prepend_bos = default_prepend_bos
@@ -144,7 +146,9 @@ class ModelLoadingMixin:
         Example:
             >>> model = HookedTransformer.from_nanogpt("out/ckpt.pt")
         """
-        return load_nanogpt(path, device, dtype, tokenizer=tokenizer, model_args=model_args)
+        return load_nanogpt(
+            path, device, dtype, tokenizer=tokenizer, model_args=model_args, model_class=cls
+        )
 
     def process_weights_(
         self,

@@ -6,7 +6,7 @@ computed by ``interp.patching.engine`` many runs at a time. Every function also 
 ``max_batch_size`` (sequences per forward pass), ``metric_positions`` (for plain metrics:
 the positions whose logits the metric reads, which it then gets alone; without it, the
 logits a plain metric reads are found on the corrupted run and only those are computed, see
-``interp.patching.metrics.infer_metric_reads``), ``progress`` (a tqdm bar) and ``exact``.
+``interp.patching.plain_metrics.infer_metric_reads``), ``progress`` (a tqdm bar) and ``exact``.
 
 Batched runs round differently from one forward per index (other matmul shapes), by float32
 rounding that a normalised metric magnifies by 1 / |clean - corrupted|; a patch that cannot

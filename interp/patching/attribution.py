@@ -23,7 +23,8 @@ from torch import Tensor
 
 from interp.patching.activation import BLOCK_PATCH_TYPES, HEAD_PATCH_TYPES, per_query_head
 from interp.patching.engine import check_same_shape
-from interp.patching.metrics import PatchingMetric, metric_value
+from interp.patching.metrics import PatchingMetric
+from interp.patching.plain_metrics import metric_value
 from interp.patching.results import LabelledTensor, label_result
 from interp.utils import get_act_name
 

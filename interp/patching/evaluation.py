@@ -10,13 +10,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.components import affine
-from interp.patching.metrics import (
-    MetricReads,
-    PatchingMetric,
-    check_scores,
-    infer_metric_reads,
-    metric_value,
-)
+from interp.patching.metrics import PatchingMetric, check_scores
+from interp.patching.plain_metrics import MetricReads, infer_metric_reads, metric_value
 
 # Logits (elements) computed at once for plain metrics, which are called run by run.
 LOGITS_BUDGET = 2**24

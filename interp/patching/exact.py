@@ -24,8 +24,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.patching.checks import check_same_shape
-from interp.patching.metrics import PatchingMetric, check_scores, metric_value
+from interp.patching.metrics import PatchingMetric, check_scores
 from interp.patching.packing import PatchRun
+from interp.patching.plain_metrics import metric_value
 
 # TransformerLens's setter: (corrupted activation [prompt, ...], index, clean activation) ->
 # the patched activation.

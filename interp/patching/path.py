@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -152,45 +153,23 @@ def path_patch_runs(
     """
     tokens = model.check_tokens(orig_tokens)
     n_prompts = tokens.shape[0]
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    for senders in sender_sets:
-        for layer, head in senders:
-            if not (0 <= layer < n_layers and 0 <= head < n_heads):
-                raise ValueError(f"Sender head ({layer}, {head}) is outside {n_layers}x{n_heads}.")
-    head_inputs, mlp_layers, resid_end = _parse_receivers(model, receivers)
-    z_names = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
-    missing = [name for name in z_names if name not in new_cache]
+    _check_sender_sets(model, sender_sets)
+    routes = _routes(model, receivers)
+    missing = [name for name in routes.z_names if name not in new_cache]
     if missing:
         raise KeyError(f"new_cache lacks {missing[:3]}...; cache every hook_z of the new run.")
-    # What each receiver reads, by the hook that holds it in step 1.
-    read_names = {f"blocks.{layer}.hook_resid_pre": layer for layer, _ in head_inputs}
-    read_names |= {_mlp_input_name(model, layer): layer for layer in mlp_layers}
-    final_name = f"blocks.{n_layers - 1}.hook_resid_post"
-    only_resid_end = resid_end and not head_inputs and not mlp_layers
-    if resid_end and not only_resid_end:
-        read_names[final_name] = n_layers - 1
-    mlp_out_names = [f"blocks.{layer}.hook_mlp_out" for layer in mlp_layers]
-    orig_names = sorted({*z_names, *read_names, *mlp_out_names, final_name})
-    orig = _orig_activations(model, tokens, orig_names, orig_cache)
-    for name in z_names:
+    orig = _orig_activations(model, tokens, routes.orig_names(), orig_cache)
+    for name in routes.z_names:
         check_same_shape(name, new_cache[name], orig[name], "new", "orig")
     evaluator = None
     if not exact:
-        evaluator = MetricEvaluator(model, patching_metric, metric_positions, orig[final_name])
+        evaluator = MetricEvaluator(
+            model, patching_metric, metric_positions, orig[routes.final_name]
+        )
     results = torch.empty(len(sender_sets), device=model.device)
     live = list(range(len(sender_sets)))
     if not exact:  # sets that cannot change what a receiver reads score the orig run
-        parallel = model.cfg.parallel_attn_mlp
-        live = [
-            i
-            for i, senders in enumerate(sender_sets)
-            if any(
-                _sender_reaches(
-                    sender, new_cache, orig, head_inputs, mlp_layers, resid_end, parallel
-                )
-                for sender in senders
-            )
-        ]
+        live = _live_sets(model, sender_sets, new_cache, orig, routes)
         if len(live) < len(sender_sets):
             unchanged = sorted(set(range(len(sender_sets))) - set(live))
             results[unchanged] = unpatched_metric_value(
@@ -199,43 +178,142 @@ def path_patch_runs(
     runs_per_batch = 1 if exact else max(1, max_batch_size // n_prompts)
     bar = tqdm(total=len(sender_sets), desc="path patching", disable=not progress)
     bar.update(len(sender_sets) - len(live))
-    with torch.no_grad(), _receiver_hook_points(model, bool(head_inputs), bool(mlp_layers)):
+    receiver_hooks = _receiver_hook_points(model, bool(routes.head_inputs), bool(routes.mlp_layers))
+    with torch.no_grad(), receiver_hooks:
         for first in range(0, len(live), runs_per_batch):
             numbers = live[first : first + runs_per_batch]
             batch = [sender_sets[i] for i in numbers]
-            n_runs = len(batch)
-            repeated = tokens if n_runs == 1 else tokens.repeat(n_runs, 1)
-
-            def tiled(name: str, n_runs: int = n_runs) -> Tensor:
-                return orig[name].repeat(n_runs, *([1] * (orig[name].ndim - 1)))
-
-            # Step 1: senders new, other heads (and receiver MLPs) frozen; record the signal.
-            step1_hooks = _frozen_head_hooks(batch, z_names, new_cache, tiled, n_prompts)
-            step1_hooks += [
-                (name, lambda act, hook, name=name: tiled(name)) for name in mlp_out_names
-            ]
-            signal: dict[str, Tensor] = {}
-
-            def record(act: Tensor, hook: Any, signal: dict = signal) -> None:
-                signal[hook.name] = act - tiled(hook.name)
-
-            step1_hooks += [(name, record) for name in read_names]
-            with model.hooks(fwd_hooks=step1_hooks):
-                output = _final_output(model, repeated, exact and only_resid_end)
-            if not only_resid_end:
-                # Step 2: the orig run, with the signal added to each receiver's own input.
-                step2_hooks = _receiver_hooks(
-                    model, signal, head_inputs, mlp_layers, resid_end, final_name
-                )
-                with model.hooks(fwd_hooks=step2_hooks):
-                    output = _final_output(model, repeated, exact)
+            output = _patched_output(model, tokens, batch, new_cache, orig, routes, exact)
             if exact:
                 results[numbers] = loop_metric_value(patching_metric, output, metric_positions)
             else:
                 results[numbers] = evaluator.evaluate(evaluator.read(output))
-            bar.update(n_runs)
+            bar.update(len(batch))
     bar.close()
     return results
+
+
+def _check_sender_sets(model: Any, sender_sets: Sequence[Sequence[Head]]) -> None:
+    """Raise if a sender head is outside the model's layers x heads."""
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    for senders in sender_sets:
+        for layer, head in senders:
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise ValueError(f"Sender head ({layer}, {head}) is outside {n_layers}x{n_heads}.")
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """Where path patching reads and writes, from the receivers: the head inputs
+    {(layer, "q"): [heads]}, MLP layers and end of the residual stream that receive, and the
+    hooks of every head's output (``z_names``), of what each receiver reads in step 1
+    (``read_names``, hook -> layer), of the receiver MLPs' outputs and of the final residual."""
+
+    head_inputs: dict[tuple[int, str], list[int]]
+    mlp_layers: list[int]
+    resid_end: bool
+    z_names: list[str]
+    read_names: dict[str, int]
+    mlp_out_names: list[str]
+    final_name: str
+
+    @property
+    def only_resid_end(self) -> bool:
+        """Whether the end of the residual stream is the only receiver (one step then)."""
+        return self.resid_end and not self.head_inputs and not self.mlp_layers
+
+    def orig_names(self) -> list[str]:
+        """The orig run's activations path patching uses."""
+        return sorted({*self.z_names, *self.read_names, *self.mlp_out_names, self.final_name})
+
+
+def _routes(model: Any, receivers: Sequence[Receiver]) -> _Routes:
+    """The ``_Routes`` of ``receivers`` in ``model``."""
+    head_inputs, mlp_layers, resid_end = _parse_receivers(model, receivers)
+    n_layers = model.cfg.n_layers
+    z_names = [f"blocks.{layer}.attn.hook_z" for layer in range(n_layers)]
+    # What each receiver reads, by the hook that holds it in step 1.
+    read_names = {f"blocks.{layer}.hook_resid_pre": layer for layer, _ in head_inputs}
+    read_names |= {_mlp_input_name(model, layer): layer for layer in mlp_layers}
+    final_name = f"blocks.{n_layers - 1}.hook_resid_post"
+    if resid_end and (head_inputs or mlp_layers):
+        read_names[final_name] = n_layers - 1
+    mlp_out_names = [f"blocks.{layer}.hook_mlp_out" for layer in mlp_layers]
+    return _Routes(
+        head_inputs, mlp_layers, resid_end, z_names, read_names, mlp_out_names, final_name
+    )
+
+
+def _live_sets(
+    model: Any,
+    sender_sets: Sequence[Sequence[Head]],
+    new_cache: Any,
+    orig: dict[str, Tensor],
+    routes: _Routes,
+) -> list[int]:
+    """The sender sets (by index) of which some sender can change what a receiver reads."""
+    parallel = model.cfg.parallel_attn_mlp
+    return [
+        i
+        for i, senders in enumerate(sender_sets)
+        if any(
+            _sender_reaches(
+                sender,
+                new_cache,
+                orig,
+                routes.head_inputs,
+                routes.mlp_layers,
+                routes.resid_end,
+                parallel,
+            )
+            for sender in senders
+        )
+    ]
+
+
+def _patched_output(
+    model: Any,
+    tokens: Int[Tensor, "prompt pos"],
+    batch: list[Sequence[Head]],
+    new_cache: Any,
+    orig: dict[str, Tensor],
+    routes: _Routes,
+    exact: bool,
+) -> Tensor:
+    """The final output of the two steps for a batch of sender sets, one run of the prompts
+    each (rows run-major)."""
+    n_prompts, n_runs = tokens.shape[0], len(batch)
+    repeated = tokens if n_runs == 1 else tokens.repeat(n_runs, 1)
+
+    def tiled(name: str) -> Tensor:
+        return orig[name].repeat(n_runs, *([1] * (orig[name].ndim - 1)))
+
+    # Step 1: senders new, other heads (and receiver MLPs) frozen; record the signal.
+    step1_hooks = _frozen_head_hooks(batch, routes.z_names, new_cache, tiled, n_prompts)
+    step1_hooks += [
+        (name, lambda act, hook, name=name: tiled(name)) for name in routes.mlp_out_names
+    ]
+    signal: dict[str, Tensor] = {}
+
+    def record(act: Tensor, hook: Any) -> None:
+        signal[hook.name] = act - tiled(hook.name)
+
+    step1_hooks += [(name, record) for name in routes.read_names]
+    with model.hooks(fwd_hooks=step1_hooks):
+        output = _final_output(model, repeated, exact and routes.only_resid_end)
+    if not routes.only_resid_end:
+        # Step 2: the orig run, with the signal added to each receiver's own input.
+        step2_hooks = _receiver_hooks(
+            model,
+            signal,
+            routes.head_inputs,
+            routes.mlp_layers,
+            routes.resid_end,
+            routes.final_name,
+        )
+        with model.hooks(fwd_hooks=step2_hooks):
+            output = _final_output(model, repeated, exact)
+    return output
 
 
 def _sender_reaches(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interp.loading.model_names import canonical_model_name, stated_model_name
+from interp.loading.transformer_lens.model_names import canonical_model_name, stated_model_name
 
 ALLOW_ARGUMENT = "allow_model_mismatch"  # the keyword argument that overrides the check
 ALLOW_FLAG = "--allow-model-mismatch"  # the command-line flag that does

@@ -28,6 +28,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interp.hooks import HookedRootModule, HookPoint
+from interp.utils.dtypes import dtype_name, parse_dtype
 
 # architecture -> (activation, is_transcoder, has_skip)
 ARCHITECTURES: dict[str, tuple[str, bool, bool]] = {
@@ -170,25 +171,18 @@ class SAEConfig:
         return out
 
 
-_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+# The dtypes an SAE's weights may have.
+_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
 def str_to_dtype(name: str | torch.dtype) -> torch.dtype:
-    if isinstance(name, torch.dtype):
-        return name
-    key = name.removeprefix("torch.")
-    if key not in _DTYPES:
-        raise ValueError(f"SAE dtype {name!r} is not one of {list(_DTYPES)}.")
-    return _DTYPES[key]
+    """An SAE's dtype from itself or its name (``interp.utils.dtypes.parse_dtype``)."""
+    return parse_dtype(name, "SAE dtype", allowed=_DTYPES)
 
 
 def dtype_to_str(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+    """The name an SAE's config stores for ``dtype`` (``"bfloat16"``)."""
+    return dtype_name(dtype)
 
 
 class SAE(HookedRootModule):

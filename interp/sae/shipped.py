@@ -62,7 +62,7 @@ def load_sae(
     **overrides: Any,
 ) -> SAE:
     """A shipped SAE by name, or an SAE folder in any supported format (SAELens, Gemma
-    Scope 1/2, sparsify, Llama Scope; see ``interp.sae.formats.load_sae``).
+    Scope 1/2, sparsify, Llama Scope; see ``interp.sae.formats.load_sae_folder``).
 
     Example:
         >>> sae = interp.load_sae("shakespeare-char-resid-l1")
@@ -79,4 +79,4 @@ def load_sae(
             f"{name_or_path}: no such folder, and no shipped SAE of that name; {hint}the "
             f"shipped SAEs are {list_saes()}."
         )
-    return formats.load_sae(path, device=device, dtype=dtype, **overrides)
+    return formats.load_sae_folder(path, device=device, dtype=dtype, **overrides)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -96,6 +96,8 @@ PAGE_HEADERS = {
     "cache-control": "no-store",
 }
 ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 404, 413, 422, 429)}
+# Runs a function on the request threads: ``await in_worker(function, *args)``.
+InWorker = Callable[..., Awaitable[Any]]
 
 
 def _validation_message(error: RequestValidationError) -> str:
@@ -161,6 +163,20 @@ def create_app(
             threads[0] if threads else None, function, *args
         )
 
+    # Routes in this order (the OpenAPI schema lists them so).
+    _add_error_handlers(api)
+    _add_page_routes(api)
+    add_feature_routes(api, workers, feature_indexes or {}, in_worker, PAGE_HEADERS)
+    add_graph_routes(api, graphs or {}, PAGE_HEADERS)
+    _add_analysis_routes(api, workers, in_worker)
+    _add_job_routes(api, workers, jobs, in_worker)
+    return Guard(api, token, max_body)
+
+
+def _add_error_handlers(api: FastAPI) -> None:
+    """Errors as JSON ``{"error": message}``: an ``ApiError`` with its status, a request that
+    fails validation as 422 naming each bad field."""
+
     @api.exception_handler(ApiError)
     async def api_error(_: Request, error: ApiError) -> JSONResponse:
         return JSONResponse({"error": error.message}, status_code=error.status)
@@ -168,6 +184,11 @@ def create_app(
     @api.exception_handler(RequestValidationError)
     async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse({"error": _validation_message(error)}, status_code=422)
+
+
+def _add_page_routes(api: FastAPI) -> None:
+    """The page and the scripts it loads: its own (``/static``) and plotly's and the
+    attention view's (``/vendor``), from fixed lists."""
 
     @api.get("/", include_in_schema=False)
     def page() -> Response:
@@ -188,8 +209,9 @@ def create_app(
         asset = Asset.of(VIZ_STATIC / name, "text/javascript", LIBRARY_MAX_AGE)
         return asset.response(request)
 
-    add_feature_routes(api, workers, feature_indexes or {}, in_worker, PAGE_HEADERS)
-    add_graph_routes(api, graphs or {}, PAGE_HEADERS)
+
+def _add_analysis_routes(api: FastAPI, workers: Workers, in_worker: InWorker) -> None:
+    """The models served and the analyses of a prompt, each run on a worker thread."""
 
     @api.get("/api/models", response_model=ModelsResponse)
     def list_models() -> dict[str, Any]:
@@ -255,6 +277,11 @@ def create_app(
         html = await in_worker(analyses.sae_feature_page, workers[model], feature, prompt)
         return Response(html, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
 
+
+def _add_job_routes(api: FastAPI, workers: Workers, jobs: Jobs, in_worker: InWorker) -> None:
+    """Patching as a background job: start it, follow it (polling or server-sent events),
+    cancel it."""
+
     @api.post("/api/patching", status_code=202, response_model=JobStatus)
     async def patching(body: PatchingRequest) -> dict[str, Any]:
         """Start activation patching (residual stream by layer x position, then head outputs
@@ -293,5 +320,3 @@ def create_app(
                 await asyncio.sleep(0.05)
 
         return StreamingResponse(events(), media_type="text/event-stream")
-
-    return Guard(api, token, max_body)

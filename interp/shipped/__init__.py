@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from interp.loading.native import is_native_folder, load_native
+from interp.model import HookedTransformer
 
 
 def _models_folder() -> Path:
@@ -57,7 +58,9 @@ def load_model(
         >>> interp.load_model("shakespeare-char", dtype=torch.bfloat16).cfg.dtype
         torch.bfloat16
     """
-    return load_native(_model_folder(name), device=device, dtype=dtype)
+    return load_native(
+        _model_folder(name), device=device, dtype=dtype, model_class=HookedTransformer
+    )
 
 
 def _model_folder(name: str) -> Path:

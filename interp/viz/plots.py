@@ -29,11 +29,11 @@ DIVERGING_SCALE = "RdBu"  # TransformerLens's choice: negative red, zero white, 
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
 
 
-def to_numpy(values: Tensor | np.ndarray | Sequence[float]) -> np.ndarray:
+def as_float64_array(values: Tensor | np.ndarray | Sequence[float]) -> np.ndarray:
     """A float64 numpy copy of a tensor (any device or dtype), array or list.
 
     Example:
-        >>> to_numpy(torch.ones(2, 3, dtype=torch.bfloat16)).dtype
+        >>> as_float64_array(torch.ones(2, 3, dtype=torch.bfloat16)).dtype
         dtype('float64')
     """
     if isinstance(values, Tensor):
@@ -109,7 +109,7 @@ def _axis_labels(labels: Sequence[str] | None, size: int, what: str) -> list[str
 
 
 def _check_2d(values: Array2D) -> np.ndarray:
-    array = to_numpy(values)
+    array = as_float64_array(values)
     if array.ndim != 2:
         raise ValueError(f"Expected a 2-D [rows, cols] tensor, got shape {array.shape}.")
     return array
@@ -250,7 +250,7 @@ def line(
         >>> len(fig.data), len(fig.data[0].y)
         (1, 20)
     """
-    array = to_numpy(values)
+    array = as_float64_array(values)
     if array.ndim == 1:
         array = array[None]
     if array.ndim != 2:
@@ -294,7 +294,7 @@ def scatter(
         >>> list(fig.data[0].customdata)   # shown on hover
         ['L0H0', 'L1H0']
     """
-    x_values, y_values = to_numpy(x).ravel(), to_numpy(y).ravel()
+    x_values, y_values = as_float64_array(x).ravel(), as_float64_array(y).ravel()
     if x_values.shape != y_values.shape:
         raise ValueError(f"x and y differ in size: {x_values.size} vs {y_values.size}.")
     labels = _axis_labels(point_labels, x_values.size, "point")

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from interp import HookedTransformerConfig
 from interp.loading.transformer_lens import load_transformer_lens_state_dict
+from interp.model import HookedTransformer
 
 REFERENCE = Path(__file__).parents[1] / "tl218_reference"
 MANIFEST = json.loads((REFERENCE / "cache_cases.json").read_text())
@@ -34,7 +35,7 @@ def runs():
         tensors = load_file(REFERENCE / f"cache_{name}.safetensors")
         params = {k.removeprefix("param."): v for k, v in tensors.items() if k.startswith("param.")}
         cfg = HookedTransformerConfig(**CONFIG, **model_info)
-        model = load_transformer_lens_state_dict(params, cfg).eval()
+        model = load_transformer_lens_state_dict(params, cfg, model_class=HookedTransformer).eval()
         tokens = tensors["tokens"]
         with torch.no_grad():
             logits, batch = model.run_with_cache(tokens)

@@ -132,7 +132,7 @@ def test_an_in_memory_model_loads_as_its_checkpoint(loaded):
     hf_class, folder, model = loaded
     hf_model = hf_class.from_pretrained(folder).eval()
     assert any(name.endswith("experts.down_proj") for name, _ in hf_model.named_parameters())
-    in_memory = from_hf_model(hf_model, tokenizer=None)
+    in_memory = from_hf_model(hf_model, tokenizer=None, model_class=HookedTransformer)
     for name, param in model.state_dict().items():
         assert torch.equal(in_memory.state_dict()[name], param), name
 

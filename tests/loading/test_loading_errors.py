@@ -188,7 +188,9 @@ def test_a_tied_config_with_an_equal_lm_head_loads_without_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = HookedTransformer.from_pretrained_no_processing(tmp_path)
-        in_memory = interp.loading.hf.from_hf_model(hf_model, tokenizer=None)
+        in_memory = interp.loading.hf.from_hf_model(
+            hf_model, tokenizer=None, model_class=HookedTransformer
+        )
     with torch.no_grad():
         expected = hf_model(tokens()).logits
         for loaded in (model, in_memory):
@@ -285,7 +287,7 @@ def test_nan_and_infinite_weights_are_named_in_one_warning(tmp_path):
     assert model.blocks[0].mlp.W_out.isnan().sum() == 3  # loaded as the file says
 
     with pytest.warns(UserWarning, match="blocks.0.mlp.W_out has 3 NaN values"):
-        load_native(model.save(tmp_path / "native"))
+        load_native(model.save(tmp_path / "native"), model_class=HookedTransformer)
 
 
 def test_nan_weights_of_a_nanogpt_checkpoint_are_named():
@@ -300,7 +302,7 @@ def test_nan_weights_of_a_transformer_lens_state_dict_are_named():
     state_dict = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     state_dict["blocks.1.attn.W_V"][0, 0, :2] = float("inf")
     with pytest.warns(UserWarning, match="blocks.1.attn.W_V has 2 infinite values"):
-        load_transformer_lens_state_dict(state_dict, model.cfg)
+        load_transformer_lens_state_dict(state_dict, model.cfg, model_class=HookedTransformer)
 
 
 # ---------------------------------------------------------------------- tokenizers
@@ -413,7 +415,7 @@ def test_an_interp_folder_saved_with_a_bad_dtype_names_its_config(tmp_path):
     folder = interp.load_model("attn-only-2l").save(tmp_path / "model")
     config_path = edit_config(folder, lambda config: config.update(dtype="int8"))
     with pytest.raises(CheckpointError) as error:
-        load_native(folder)
+        load_native(folder, model_class=HookedTransformer)
     assert str(error.value).startswith(
         f"{config_path} is not a valid config: field 'dtype' (torch.int8) is not a dtype a "
         f"model can compute in; {ALLOWED}"

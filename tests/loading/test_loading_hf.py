@@ -349,7 +349,7 @@ def test_hub_id_offline(tmp_path):
     assert "Connect to the internet once" in error_line
     max_diff = next(line for line in result.stdout.splitlines() if line.startswith("MAXDIFF:"))
     assert float(max_diff.split()[1]) <= logits_bound(
-        from_hf_model(hf_model, tokenizer=None).cfg, expected
+        from_hf_model(hf_model, tokenizer=None, model_class=HookedTransformer).cfg, expected
     )
 
 

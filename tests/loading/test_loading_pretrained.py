@@ -13,7 +13,7 @@ import torch
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.loading import pretrained
 from interp.loading.checkpoint import CheckpointError
-from interp.loading.model_names import hub_repo_id
+from interp.loading.transformer_lens.model_names import hub_repo_id
 from tests.conftest import make_hf_gpt2
 from tests.support.tolerances import (
     logits_bound,

@@ -34,7 +34,7 @@ def tl_state_dict(model: HookedTransformer) -> dict[str, torch.Tensor]:
 @pytest.fixture
 def hf_and_model():
     hf_model = make_hf_gpt2()
-    return hf_model, from_hf_model(hf_model, tokenizer=None).eval()
+    return hf_model, from_hf_model(hf_model, tokenizer=None, model_class=HookedTransformer).eval()
 
 
 def test_weights_load_with_plain_load_state_dict(hf_and_model):
@@ -49,7 +49,9 @@ def test_weights_load_with_plain_load_state_dict(hf_and_model):
 def test_transformer_lens_file_with_buffers_loads(hf_and_model, tmp_path):
     hf_model, model = hf_and_model
     torch.save(tl_state_dict(model), tmp_path / "tl.pt")
-    loaded = load_transformer_lens_state_dict(tmp_path / "tl.pt", model.cfg.to_dict())
+    loaded = load_transformer_lens_state_dict(
+        tmp_path / "tl.pt", model.cfg.to_dict(), model_class=HookedTransformer
+    )
     with torch.no_grad():
         expected = hf_model(tokens()).logits
         assert (loaded(tokens()) - expected).abs().max() <= logits_bound(model.cfg, expected)
@@ -60,9 +62,9 @@ def test_folded_state_dict_needs_lnpre(hf_and_model):
     folded = ProcessWeights.fold_layer_norm(tl_state_dict(model), model.cfg)
     folded = {k: v for k, v in folded.items() if ".ln" not in k and not k.startswith("ln_")}
     with pytest.raises(CheckpointError, match="normalization_type='LNPre'"):
-        load_transformer_lens_state_dict(folded, model.cfg)
+        load_transformer_lens_state_dict(folded, model.cfg, model_class=HookedTransformer)
     cfg = dataclasses.replace(model.cfg, normalization_type="LNPre")
-    loaded = load_transformer_lens_state_dict(folded, cfg)
+    loaded = load_transformer_lens_state_dict(folded, cfg, model_class=HookedTransformer)
     with torch.no_grad():
         logits = hf_model(tokens()).logits
         expected = logits.log_softmax(-1)
@@ -76,4 +78,4 @@ def test_wrong_shapes_are_named(hf_and_model):
     state_dict = tl_state_dict(model)
     state_dict["blocks.1.attn.W_Q"] = torch.zeros(4, 64, 8)
     with pytest.raises(CheckpointError, match=r"blocks.1.attn.W_Q: checkpoint \(4, 64, 8\)"):
-        load_transformer_lens_state_dict(state_dict, model.cfg)
+        load_transformer_lens_state_dict(state_dict, model.cfg, model_class=HookedTransformer)

@@ -43,7 +43,7 @@ def assert_same_weights(a: HookedTransformer, b: HookedTransformer) -> None:
 def test_round_trip_is_bit_exact_dtype_included(tmp_path, dtype):
     model = tiny_model(dtype)
     model.save(tmp_path / "ckpt")
-    loaded = load_native(tmp_path / "ckpt")
+    loaded = load_native(tmp_path / "ckpt", model_class=HookedTransformer)
     assert loaded.cfg.dtype == dtype
     assert_same_weights(model, loaded)
     assert loaded.cfg.to_dict() == model.cfg.to_dict()
@@ -54,7 +54,7 @@ def test_round_trip_is_bit_exact_dtype_included(tmp_path, dtype):
 def test_attn_only_and_extra_round_trip(tmp_path):
     model = tiny_model(attn_only=True, normalization_type=None, extra={"val_loss": 1.25})
     save_native(model, tmp_path)
-    loaded = load_native(tmp_path)
+    loaded = load_native(tmp_path, model_class=HookedTransformer)
     assert loaded.cfg.attn_only and loaded.cfg.normalization_type is None
     assert loaded.cfg.extra == {"val_loss": 1.25}
     assert_same_weights(model, loaded)
@@ -64,7 +64,7 @@ def test_char_tokenizer_is_saved(tmp_path):
     tokenizer = CharTokenizer("\n !,.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
     model = tiny_model(tokenizer=tokenizer, default_prepend_bos=False)
     model.save(tmp_path)
-    loaded = load_native(tmp_path)
+    loaded = load_native(tmp_path, model_class=HookedTransformer)
     assert isinstance(loaded.tokenizer, CharTokenizer)
     assert loaded.tokenizer.chars == tokenizer.chars
     assert loaded.to_str_tokens("To be") == ["T", "o", " ", "b", "e"]
@@ -74,19 +74,21 @@ def test_char_tokenizer_is_saved(tmp_path):
 def test_gpt2_tokenizer_is_saved_and_other_tokenizers_are_not(tmp_path):
     model = tiny_model(tokenizer=get_tokenizer("gpt2"))
     model.save(tmp_path / "gpt2")
-    assert load_native(tmp_path / "gpt2").to_str_tokens("Hello world") == [
+    assert load_native(tmp_path / "gpt2", model_class=HookedTransformer).to_str_tokens(
+        "Hello world"
+    ) == [
         "<|endoftext|>",
         "Hello",
         " world",
     ]
     tiny_model().save(tmp_path / "none")
-    assert load_native(tmp_path / "none").tokenizer is None
+    assert load_native(tmp_path / "none", model_class=HookedTransformer).tokenizer is None
 
 
 def test_dtype_and_device_overrides(tmp_path):
     model = tiny_model(torch.float32)
     model.save(tmp_path)
-    loaded = load_native(tmp_path, device="cpu", dtype="bfloat16")
+    loaded = load_native(tmp_path, device="cpu", dtype="bfloat16", model_class=HookedTransformer)
     assert loaded.cfg.dtype == torch.bfloat16
     assert all(p.dtype == torch.bfloat16 for p in loaded.parameters())
     assert all(p.device.type == "cpu" for p in loaded.parameters())
@@ -110,7 +112,7 @@ def test_hugging_face_folder_is_not_native(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     assert not is_native_folder(tmp_path)
     with pytest.raises(FileNotFoundError, match="no .interp_format. key.*use from_pretrained"):
-        load_native(tmp_path)
+        load_native(tmp_path, model_class=HookedTransformer)
 
 
 def test_missing_weight_is_named(tmp_path):
@@ -122,7 +124,7 @@ def test_missing_weight_is_named(tmp_path):
     del weights["blocks.1.attn.W_Q"]
     save_file(weights, tmp_path / "model.safetensors")
     with pytest.raises(CheckpointError, match=r"missing keys \['blocks.1.attn.W_Q'\]"):
-        load_native(tmp_path)
+        load_native(tmp_path, model_class=HookedTransformer)
 
 
 def test_truncated_weights_name_the_file(tmp_path):
@@ -130,7 +132,7 @@ def test_truncated_weights_name_the_file(tmp_path):
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])
     with pytest.raises(CheckpointError) as error:
-        load_native(tmp_path)
+        load_native(tmp_path, model_class=HookedTransformer)
     assert f"{weights} is truncated: tensor" in str(error.value)
     assert "Download or copy it again" in str(error.value)
 
@@ -140,7 +142,7 @@ def test_random_bytes_weights_name_the_file(tmp_path):
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(os.urandom(4000))
     with pytest.raises(CheckpointError) as error:
-        load_native(tmp_path)
+        load_native(tmp_path, model_class=HookedTransformer)
     assert str(error.value).startswith(
         f"{weights} is not a valid safetensors file (truncated or corrupt)"
     )
@@ -164,7 +166,7 @@ def test_bad_config_field_names_file_field_and_fix(tmp_path, key, value, message
     config[key] = value
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError) as error:
-        load_native(tmp_path)
+        load_native(tmp_path, model_class=HookedTransformer)
     text = str(error.value)
     assert text.startswith(f"{tmp_path / 'config.json'} is not a valid config: ")
     assert message in text
@@ -178,10 +180,10 @@ def test_missing_config_field_and_broken_json_are_named(tmp_path):
     del config["n_ctx"]
     config_path.write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"The config has no \['n_ctx'\]; these fields"):
-        load_native(tmp_path)
+        load_native(tmp_path, model_class=HookedTransformer)
     config_path.write_text('{"n_layers": 2,')
     with pytest.raises(CheckpointError, match=f"{config_path} is not valid JSON"):
-        load_native(tmp_path)
+        load_native(tmp_path, model_class=HookedTransformer)
 
 
 def test_control_characters_in_a_path_are_escaped(tmp_path):
@@ -189,7 +191,7 @@ def test_control_characters_in_a_path_are_escaped(tmp_path):
     tiny_model().save(folder)
     (folder / "model.safetensors").write_bytes(b"\x00" * 3)
     with pytest.raises(CheckpointError) as error:
-        load_native(folder)
+        load_native(folder, model_class=HookedTransformer)
     assert "\x1b" not in str(error.value)
     assert "evil\\x1b[2Jname" in str(error.value)
 
@@ -199,6 +201,6 @@ def test_gpu_device_without_cuda_is_a_clear_error(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(ValueError, match="device='cuda' needs CUDA, but CUDA is not available"):
-        load_native(tmp_path, device="cuda")
+        load_native(tmp_path, device="cuda", model_class=HookedTransformer)
     with pytest.raises(ValueError, match="device='gpu' is not a torch device.*did you mean 'cuda'"):
-        load_native(tmp_path, device="gpu")
+        load_native(tmp_path, device="gpu", model_class=HookedTransformer)

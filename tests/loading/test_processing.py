@@ -40,7 +40,9 @@ STEPS = [
 
 
 def fresh_model(n_layer: int = 2) -> HookedTransformer:
-    return from_hf_model(make_hf_gpt2(n_layer=n_layer), tokenizer=None).eval()
+    return from_hf_model(
+        make_hf_gpt2(n_layer=n_layer), tokenizer=None, model_class=HookedTransformer
+    ).eval()
 
 
 def log_probs_bound(model: HookedTransformer, tokens: torch.Tensor) -> float:

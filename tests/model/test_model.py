@@ -31,7 +31,7 @@ SHAPES = {
 @pytest.mark.parametrize("shape", SHAPES, ids=list(SHAPES))
 def test_logits_patterns_and_loss_equal_hugging_face(shape):
     hf_model = make_hf_gpt2(**SHAPES[shape])
-    model = from_hf_model(hf_model, tokenizer=None).eval()
+    model = from_hf_model(hf_model, tokenizer=None, model_class=HookedTransformer).eval()
     tokens = torch.randint(
         0, hf_model.config.vocab_size, (2, 17), generator=torch.Generator().manual_seed(1)
     )

@@ -15,7 +15,7 @@ from tests.support.tolerances import model_tolerance, tolerance
 
 def make_model(dtype: torch.dtype = torch.float32, n_layer: int = 3) -> HookedTransformer:
     hf_model = make_hf_gpt2(n_layer=n_layer, n_positions=32)
-    return from_hf_model(hf_model, tokenizer=None).eval().to(dtype)
+    return from_hf_model(hf_model, tokenizer=None, model_class=HookedTransformer).eval().to(dtype)
 
 
 def block_tolerance(cfg, expected: torch.Tensor) -> dict[str, float]:

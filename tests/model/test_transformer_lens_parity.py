@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from interp.loading.hf import from_hf_model
+from interp.model import HookedTransformer
 from tests.conftest import make_hf_gpt2
 from tests.support.tolerances import model_tolerance
 
@@ -44,7 +45,7 @@ def bridge_and_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpt2")
     hf_model.save_pretrained(folder)
     bridge = transformer_lens.TransformerBridge.boot_transformers(str(folder), tokenizer=None)
-    return bridge, from_hf_model(hf_model, tokenizer=None).eval()
+    return bridge, from_hf_model(hf_model, tokenizer=None, model_class=HookedTransformer).eval()
 
 
 def test_every_shared_hook_matches_transformer_lens(bridge_and_model):

@@ -9,7 +9,7 @@ import torch
 from interp import patching
 from interp.components import MLP, TransformerBlock
 from interp.patching import FunctionMetric, LogitDiff
-from interp.patching.metrics import infer_metric_reads
+from interp.patching.plain_metrics import infer_metric_reads
 from tests.patching.test_patching import make_model, naive_patch, prompts
 
 

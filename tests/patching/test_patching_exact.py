@@ -18,6 +18,7 @@ import torch
 
 from interp import patching
 from interp.loading.hf import from_hf_model
+from interp.model import HookedTransformer
 from interp.patching import normalized_logit_diff
 from interp.utils import get_act_name
 from tests.conftest import make_hf_gpt2
@@ -40,7 +41,8 @@ SWEEPS = [  # (sweep, activation, setter, index axes)
 @pytest.fixture(scope="module")
 def model():
     return from_hf_model(
-        make_hf_gpt2(n_layer=N_LAYERS, n_embd=32, n_head=N_HEADS, vocab_size=VOCAB)
+        make_hf_gpt2(n_layer=N_LAYERS, n_embd=32, n_head=N_HEADS, vocab_size=VOCAB),
+        model_class=HookedTransformer,
     ).eval()
 
 

@@ -1,6 +1,6 @@
 """The package's import layers (pyproject.toml's [tool.importlinter] contracts) hold, and the
-pieces that keep them: the loaders build the class interp.model hands them, and the command
-line's shared helpers live below the command line."""
+pieces that keep them: the loaders build the class they are handed (from_pretrained's cls),
+and the command line's shared helpers live below the command line."""
 
 import shutil
 import subprocess
@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from interp.config import HookedTransformerConfig
-from interp.loading import model_class as loaders_class
 from interp.loading.checkpoint import build_model
 from interp.model import HookedTransformer
 
@@ -40,23 +39,29 @@ def test_import_contracts_are_kept():
     assert "0 broken" in done.stdout
 
 
-def test_loaders_build_the_class_interp_model_hands_them():
-    assert loaders_class.model_class() is HookedTransformer
+def test_loaders_build_the_class_they_are_handed():
     cfg = HookedTransformerConfig(
         n_layers=1, d_model=8, n_heads=2, d_head=4, d_mlp=16, d_vocab=11, n_ctx=5, act_fn="relu"
     )
     source = HookedTransformer(cfg)
-    built = build_model(cfg, source.state_dict().items())
-    assert type(built) is HookedTransformer
-    for name, tensor in source.state_dict().items():
-        assert torch.equal(built.state_dict()[name], tensor), name
+
+    class Subclass(HookedTransformer):
+        pass
+
+    for model_class in (HookedTransformer, Subclass):
+        built = build_model(cfg, source.state_dict().items(), model_class=model_class)
+        assert type(built) is model_class
+        for name, tensor in source.state_dict().items():
+            assert torch.equal(built.state_dict()[name], tensor), name
 
 
-def test_set_model_class_refuses_what_is_not_a_module_class():
-    for wrong in ("HookedTransformer", torch.nn.Linear(2, 2), int):
-        with pytest.raises(TypeError, match="nn.Module subclass"):
-            loaders_class.set_model_class(wrong)
-    assert loaders_class.model_class() is HookedTransformer
+def test_the_loaders_keep_no_model_class_of_their_own():
+    """No import-time registry: interp.loading holds no reference to interp.model's class."""
+    import interp.loading.checkpoint as checkpoint
+
+    assert not hasattr(checkpoint, "model_class")
+    with pytest.raises(ModuleNotFoundError):
+        __import__("interp.loading.model_class")
 
 
 def test_command_line_helpers_stay_importable_from_interp_cli():

@@ -17,7 +17,7 @@ import interp
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.circuits import ReplacementModel, TranscoderSet, load_transcoders
 from interp.cli import main
-from interp.loading.model_names import canonical_model_name, stated_model_name
+from interp.loading.transformer_lens.model_names import canonical_model_name, stated_model_name
 from interp.sae import SAE, HookedSAETransformer, SAEConfig
 from interp.sae.model_match import ModelMismatchError, belongs_to, same_model
 from tests.circuits.test_circuits import (
@@ -165,7 +165,8 @@ def test_models_built_in_memory_or_from_nanogpt_state_no_name(tmp_path):
     from interp.loading.hf import from_hf_model
     from tests.loading.test_loading_nanogpt import nanogpt_hf, train_py_checkpoint
 
-    assert stated_model_name(from_hf_model(make_hf_gpt2(), tokenizer=None).cfg) is None
+    in_memory = from_hf_model(make_hf_gpt2(), tokenizer=None, model_class=HookedTransformer)
+    assert stated_model_name(in_memory.cfg) is None
     torch.save(train_py_checkpoint(nanogpt_hf()), tmp_path / "ckpt.pt")
     nanogpt = HookedTransformer.from_nanogpt(tmp_path / "ckpt.pt")
     assert nanogpt.cfg.model_name == "ckpt" and stated_model_name(nanogpt.cfg) is None

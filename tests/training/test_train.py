@@ -191,7 +191,7 @@ def test_cli_trains_saves_and_records_the_command(tmp_path, capsys):
     text_file.write_text(SHORT_TEXT, encoding="utf-8")
     argv = ["shakespeare-char", "--text", str(text_file), "--steps", "2", "--seed", "5"]
     main([*argv, "--out", str(tmp_path / "model")])
-    model = load_native(tmp_path / "model")
+    model = load_native(tmp_path / "model", model_class=HookedTransformer)
     assert model.cfg.extra["seed"] == 5 and model.cfg.extra["steps"] == 2
     assert model.cfg.extra["command"].startswith("python -m interp.train shakespeare-char")
     assert "val_loss" in capsys.readouterr().out

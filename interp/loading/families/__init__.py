@@ -1,6 +1,7 @@
-"""The model families interp loads from Hugging Face checkpoints besides GPT-2 (whose
-adapter is ``interp.loading.hf``): one small module each, holding its config mapping and
-its tensor table (see ``base``).
+"""The model families interp loads from Hugging Face checkpoints: one small module each,
+holding its config mapping and its tensor table (see ``base``; GPT-2's, in ``gpt2``, converts
+with functions nanoGPT's loader shares). ``family_for`` picks a checkpoint's family from
+its config.json.
 
 Example:
     >>> family_for({"architectures": ["LlamaForCausalLM"]}).name
@@ -14,6 +15,7 @@ from typing import Any
 from interp.loading.families.base import Family, Row, iter_tensors
 from interp.loading.families.bloom import BLOOM
 from interp.loading.families.gemma import GEMMA, GEMMA2, GEMMA3
+from interp.loading.families.gpt2 import GPT2, Gpt2Family
 from interp.loading.families.gpt_neo import GPT_NEO
 from interp.loading.families.gpt_oss import GPT_OSS
 from interp.loading.families.gptj import GPTJ
@@ -30,19 +32,23 @@ from interp.loading.families.qwen2_moe import QWEN2_MOE
 from interp.loading.families.qwen3_moe import QWEN3_MOE
 
 FAMILIES = (
-    NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, GEMMA3, OPT, GPT_NEO, GPTJ, PHI, PHI3,
+    GPT2, NEOX, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, GEMMA3, OPT, GPT_NEO, GPTJ, PHI, PHI3,
     OLMO2, BLOOM, MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE, GPT_OSS,
 )  # fmt: skip
-GPT2_ARCHITECTURES = ("GPT2LMHeadModel",)
-SUPPORTED_ARCHITECTURES = GPT2_ARCHITECTURES + tuple(
+GPT2_ARCHITECTURES = GPT2.architectures
+SUPPORTED_ARCHITECTURES = tuple(
     architecture for family in FAMILIES for architecture in family.architectures
 )
+# What the loaders use of a family: a table-driven Family, or GPT-2's adapter.
+ModelFamily = Family | Gpt2Family
 
 __all__ = [
     "FAMILIES",
     "GPT2_ARCHITECTURES",
     "SUPPORTED_ARCHITECTURES",
     "Family",
+    "GPT2",
+    "ModelFamily",
     "Row",
     "family_for",
     "is_gpt2",
@@ -64,9 +70,17 @@ def is_gpt2(hf_config: dict[str, Any]) -> bool:
     return not any(name in others for name in hf_config.get("architectures") or [])
 
 
-def family_for(hf_config: dict[str, Any]) -> Family:
-    """The family of a (non-GPT-2) config.json, by its architecture, else its model type; an
-    unsupported one is a ``ValueError`` listing the supported architectures."""
+def family_for(hf_config: dict[str, Any]) -> ModelFamily:
+    """The family of a config.json: GPT-2 when ``is_gpt2`` says so, else by its architecture,
+    else its model type; an unsupported one is a ``ValueError`` listing the supported
+    architectures.
+
+    Example:
+        >>> family_for({"model_type": "gpt2"}).name
+        'GPT-2'
+    """
+    if is_gpt2(hf_config):
+        return GPT2
     architectures = hf_config.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         raise ValueError(

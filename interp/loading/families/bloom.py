@@ -10,14 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import flag, positive_int, positive_number
+from interp.loading.families.converters import (
     embedding,
-    flag,
     heads_out,
-    positive_int,
-    positive_number,
     same,
     transposed,
     unembedding_rows,

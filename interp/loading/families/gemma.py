@@ -22,9 +22,8 @@ import re
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import (
     activation,
     flag,
     positive_int,

@@ -10,20 +10,21 @@ import re
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import (
     activation,
-    embedding,
     flag,
-    heads_in,
-    heads_out,
     positive_int,
     positive_number,
+    window_fields,
+)
+from interp.loading.families.converters import (
+    embedding,
+    heads_in,
+    heads_out,
     same,
     transposed,
     unembedding_rows,
-    window_fields,
     zeros,
 )
 

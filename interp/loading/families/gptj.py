@@ -9,16 +9,12 @@ import re
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
-    activation,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import activation, flag, positive_int, positive_number
+from interp.loading.families.converters import (
     embedding,
-    flag,
     heads_in,
     heads_out,
-    positive_int,
-    positive_number,
     same,
     shared_norm,
     transposed,

@@ -14,7 +14,9 @@ import re
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import Family, Row, flag, positive_int, transposed
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import flag, positive_int
+from interp.loading.families.converters import transposed
 from interp.loading.families.llama import MISTRAL_DEFAULTS, llama_like_table, mistral_config
 
 # MixtralConfig's defaults (transformers 5), for fields a config.json leaves out.

@@ -11,18 +11,19 @@ import einops
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import (
     activation,
-    embedding,
     flag,
     fraction,
     head_dim,
-    heads_out,
     positive_int,
     positive_number,
     rope_parameters,
+)
+from interp.loading.families.converters import (
+    embedding,
+    heads_out,
     same,
     transposed,
     unembedding_rows,

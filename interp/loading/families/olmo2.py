@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import flag
+from interp.loading.families.converters import (
     embedding,
-    flag,
     heads_bias,
     heads_in,
     heads_out,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import Family, Row, flag
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import flag
 from interp.loading.families.llama import LLAMA_DEFAULTS, llama_like_config, llama_like_table
 from interp.loading.families.mixtral import LLAMA_EXPERT, moe_config, with_experts
 

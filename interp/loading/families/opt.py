@@ -11,16 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
-    activation,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import activation, flag, positive_int
+from interp.loading.families.converters import (
     embedding,
-    flag,
     heads_bias,
     heads_in,
     heads_out,
-    positive_int,
     same,
     transposed,
     unembedding_rows,

@@ -8,22 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import (
     activation,
-    embedding,
     flag,
     fraction,
     head_dim,
-    heads_bias,
-    heads_in,
-    heads_out,
     kv_heads,
     positive_int,
     positive_number,
     rope_fields,
     rope_parameters,
+)
+from interp.loading.families.converters import (
+    embedding,
+    heads_bias,
+    heads_in,
+    heads_out,
     same,
     shared_norm,
     transposed,

@@ -11,21 +11,21 @@ from typing import Any
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Convert,
-    Family,
-    Row,
-    embedding,
+from interp.loading.families.base import Convert, Family, Row
+from interp.loading.families.config_fields import (
     fraction,
-    heads_in,
-    heads_out,
     positive_int,
     rope_fields,
     rope_parameters,
+    window_fields,
+)
+from interp.loading.families.converters import (
+    embedding,
+    heads_in,
+    heads_out,
     same,
     transposed,
     unembedding_rows,
-    window_fields,
     zeros,
 )
 from interp.loading.families.llama import LLAMA_DEFAULTS, llama_like_config

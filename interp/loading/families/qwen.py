@@ -6,14 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from interp.config import HookedTransformerConfig
-from interp.loading.families.base import (
-    Family,
-    Row,
-    flag,
-    positive_int,
-    sliding_layers,
-    window_fields,
-)
+from interp.loading.families.base import Family, Row
+from interp.loading.families.config_fields import flag, positive_int, sliding_layers, window_fields
 from interp.loading.families.llama import LLAMA_DEFAULTS, llama_like_config, llama_like_table
 
 # Qwen2Config's / Qwen3Config's defaults (transformers 5), for fields a config.json leaves out.

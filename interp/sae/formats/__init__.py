@@ -17,7 +17,7 @@ One module a format family (``saelens``, ``gemma_scope``, ``sparsify``, ``llama_
 the readers share. Every name is importable from here.
 
 Example:
-    >>> sae = load_sae("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+    >>> sae = load_sae_folder("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
 """
 
 from interp.sae.formats.build import fold_input_scale
@@ -25,9 +25,13 @@ from interp.sae.formats.files import SAEFormatError
 from interp.sae.formats.gemma_scope import load_gemma_scope_1, load_gemma_scope_2
 from interp.sae.formats.hf_hooks import hf_module_to_hook
 from interp.sae.formats.llama_scope import load_llama_scope
-from interp.sae.formats.load import LOADERS, detect_format, load_from_hub, load_sae
+from interp.sae.formats.load import LOADERS, detect_format, load_from_hub, load_sae_folder
 from interp.sae.formats.saelens import SAELENS_CFG, SAELENS_WEIGHTS, load_saelens, save_saelens
 from interp.sae.formats.sparsify import load_sparsify
+
+# The name this had before interp.load_sae (shipped names too) took it; circuits' transcoder
+# loader still imports it.
+load_sae = load_sae_folder
 
 __all__ = [
     "LOADERS",
@@ -42,6 +46,7 @@ __all__ = [
     "load_gemma_scope_2",
     "load_llama_scope",
     "load_sae",
+    "load_sae_folder",
     "load_saelens",
     "load_sparsify",
     "save_saelens",

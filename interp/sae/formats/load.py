@@ -53,7 +53,7 @@ LOADERS = {
 }
 
 
-def load_sae(
+def load_sae_folder(
     path: str | Path,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
@@ -64,7 +64,7 @@ def load_sae(
     ``overrides`` set config fields the files lack or get wrong (``hook_name=...``).
 
     Example:
-        >>> sae = load_sae("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+        >>> sae = load_sae_folder("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
         >>> sae.cfg.hook_name
         'blocks.3.hook_resid_post'
     """
@@ -95,4 +95,4 @@ def load_from_hub(
         detect_format(folder)
     except (LocalEntryNotFoundError, SAEFormatError):
         root = snapshot_download(**kwargs)
-    return load_sae(Path(root) / (subfolder or ""), device=device, **overrides)
+    return load_sae_folder(Path(root) / (subfolder or ""), device=device, **overrides)

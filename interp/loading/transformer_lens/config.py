@@ -37,10 +37,13 @@ import torch
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import printable, read_config_json
-from interp.loading.families.base import rope_parameters, sliding_layers
+from interp.loading.families.config_fields import rope_parameters, sliding_layers
 from interp.loading.families.gpt_neo import attention_layers
-from interp.loading.model_names import get_official_model_name, is_transformer_lens_repo
-from interp.loading.tl_toy_config import is_transformer_lens_config, neel_config_dict
+from interp.loading.transformer_lens.model_names import (
+    get_official_model_name,
+    is_transformer_lens_repo,
+)
+from interp.loading.transformer_lens.toy_config import is_transformer_lens_config, neel_config_dict
 from interp.utils.tensors import get_device
 
 logger = logging.getLogger(__name__)

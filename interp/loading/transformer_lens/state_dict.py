@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
@@ -31,10 +31,9 @@ from interp.loading.checkpoint import (
     read_config_json,
     resolve_dtype,
 )
-from interp.loading.model_class import model_class
-from interp.loading.model_names import MODEL_NAME_UNSTATED
-from interp.loading.tl_toy_config import neel_config_dict
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
+from interp.loading.transformer_lens.model_names import MODEL_NAME_UNSTATED
+from interp.loading.transformer_lens.toy_config import neel_config_dict
 
 _TL_BUFFER = re.compile(r"^blocks\.\d+\.attn\.(mask|IGNORE)$")
 
@@ -45,14 +44,19 @@ def load_transformer_lens_state_dict(
     device: torch.device | str | None = None,
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer of shape ``cfg`` with a TransformerLens state dict (or its file).
+    """A ``model_class`` (HookedTransformer or a subclass) of shape ``cfg`` with a
+    TransformerLens state dict (or its file).
 
     A state dict saved after ``fold_ln`` has no layer-norm weights: give ``cfg``
     ``normalization_type="LNPre"``.
 
     Example:
-        >>> copy = load_transformer_lens_state_dict(model.state_dict(), model.cfg, device="cpu")
+        >>> copy = load_transformer_lens_state_dict(
+        ...     model.state_dict(), model.cfg, device="cpu", model_class=HookedTransformer
+        ... )
         >>> torch.equal(copy.blocks[1].attn.W_K, model.blocks[1].attn.W_K)
         True
     """
@@ -70,9 +74,8 @@ def load_transformer_lens_state_dict(
         )
     cfg.dtype = resolve_dtype(dtype, cfg.dtype)
     source = TensorSource.from_state_dict(tensors)  # notes NaN and infinite weights
-    model = build_model(
-        cfg, ((key, source.take(key)) for key in list(source.shapes)), tokenizer, device, name
-    )
+    tensors = ((key, source.take(key)) for key in list(source.shapes))
+    model = build_model(cfg, tensors, tokenizer, device, name, model_class=model_class)
     source.warn_non_finite(name)
     return model
 
@@ -83,12 +86,14 @@ def load_transformer_lens_folder(
     device: torch.device | str | None = None,
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
+    *,
+    model_class: type[nn.Module],
 ) -> Any:
-    """A HookedTransformer from a folder in TransformerLens's format (a toy model's hub
-    snapshot: TL's config.json and a state dict ``*final.pth``), unprocessed. ``name`` is the
-    hub repo (its ``_old`` marks the old Pile SoLU layout; the model is named after it). With
-    no ``tokenizer``, the config's ``tokenizer_name`` is loaded from the Hugging Face cache
-    when it is there, else the model has none (a warning says how to give one).
+    """A ``model_class`` (HookedTransformer or a subclass) from a folder in TransformerLens's format
+    (a toy model's hub snapshot: TL's config.json and a state dict ``*final.pth``), unprocessed.
+    ``name`` is the hub repo (its ``_old`` marks the old Pile SoLU layout; the model is named after
+    it). With no ``tokenizer``, the config's ``tokenizer_name`` is loaded from the Hugging Face
+    cache when it is there, else the model has none (a warning says how to give one).
 
     Example:
         >>> import json, tempfile
@@ -98,7 +103,7 @@ def load_transformer_lens_folder(
         ...           "normalization": None}   # TL's format, attn-only-2l's shape
         >>> _ = (folder / "config.json").write_text(json.dumps(config))
         >>> torch.save(model.state_dict(), folder / "model_final.pth")
-        >>> toy = load_transformer_lens_folder(folder)   # or a snapshot of NeelNanda/...
+        >>> toy = load_transformer_lens_folder(folder, model_class=HookedTransformer)
         >>> toy.cfg.model_name, torch.allclose(toy(tokens), model(tokens))
         ('my-toy', True)
     """
@@ -128,22 +133,25 @@ def load_transformer_lens_folder(
         cfg.extra[MODEL_NAME_UNSTATED] = True
     if cfg.original_architecture == "neel-solu-old":
         state_dict = convert_neel_solu_old_weights(state_dict, cfg)
-    state_dict = _with_missing_biases(state_dict, cfg, weights[0])
+    state_dict = _with_missing_biases(state_dict, cfg, weights[0], model_class)
     if tokenizer is None and cfg.tokenizer_name:
         tokenizer = _cached_tokenizer(cfg.tokenizer_name)
     return load_transformer_lens_state_dict(
-        state_dict, cfg, device=device, dtype=dtype, tokenizer=tokenizer
+        state_dict, cfg, device=device, dtype=dtype, tokenizer=tokenizer, model_class=model_class
     )
 
 
 def _with_missing_biases(
-    state_dict: dict[str, Tensor], cfg: HookedTransformerConfig, path: Path
+    state_dict: dict[str, Tensor],
+    cfg: HookedTransformerConfig,
+    path: Path,
+    model_class: type[nn.Module],
 ) -> dict[str, Tensor]:
     """``state_dict`` with the biases it lacks as zeros (what TransformerLens's
     ``fill_missing_keys`` gives them), with a warning naming them; any other missing tensor
     is left for the loader's error."""
     with torch.device("meta"):
-        expected = model_class()(cfg).state_dict()
+        expected = model_class(cfg).state_dict()
     missing = [
         name
         for name in expected
