@@ -1,5 +1,5 @@
 """What a full cache costs against the forward, with glibc's defaults and with
-``interp.malloc_tuning.keep_freed_memory()``: the ratio of best-of-N times and the minor page
+``interp.utils.malloc_tuning.keep_freed_memory()``: the ratio of best-of-N times and the minor page
 faults of one call of each (faults, unlike times, hardly depend on a shared machine's load).
 
 ``keep_freed_memory()`` changes the whole process and cannot be undone, so a benchmark measures
@@ -20,7 +20,7 @@ from typing import Any
 
 from timing import best_times, kernel_cost
 
-from interp import malloc_tuning
+from interp.utils import malloc_tuning
 
 COST_LINE = "cache cost:"
 
@@ -44,7 +44,7 @@ def add_memory_options(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument(
         "--keep-freed-memory",
         action="store_true",
-        help="interp.malloc_tuning.keep_freed_memory() first (glibc keeps what it frees)",
+        help="interp.utils.malloc_tuning.keep_freed_memory() first (glibc keeps what it frees)",
     )
     parser.add_argument("--cache-cost", action="store_true", help=argparse.SUPPRESS)
     return parser

@@ -7,7 +7,7 @@ prints ratios of best-of-N times (the machine may be shared and noisy), never ab
 
 - the plain forward (logits), interp against Hugging Face (target <= 1.0);
 - ``run_with_cache`` of every hook against interp's own forward (target <= 1.1), with glibc's
-  defaults and with ``interp.malloc_tuning.keep_freed_memory()`` (the other setting in a child
+  defaults and with ``interp.utils.malloc_tuning.keep_freed_memory()`` (the other setting in a child
   process, see ``allocator.py``), with the minor page faults of one call of each;
 - a Mixtral-shaped model (4 layers, d_model 512, 8 experts of 1792, top 2; 4 x 256 tokens):
   its forward against Hugging Face's ``MixtralForCausalLM`` on the same weights (target

@@ -2,7 +2,7 @@
 
 - harvesting the last block's residual stream (tokens/s) against the loop people write by
   hand: ``run_with_cache(tokens, names_filter=hook)`` and ``torch.save`` per batch; both with
-  glibc's defaults and with ``interp.malloc_tuning.keep_freed_memory()`` (what ``interp
+  glibc's defaults and with ``interp.utils.malloc_tuning.keep_freed_memory()`` (what ``interp
   harvest`` applies; the other setting in a child process, see ``allocator.py``), with the
   minor page faults of one run of each;
 - harvesting block 1 of 12 against harvesting the last block (the forward stops at the

@@ -9,7 +9,7 @@ ratios of best-of-N times (the machine may be shared and noisy), never absolute 
 - the plain forward (logits), against Hugging Face's;
 - ``run_with_cache`` of every hook, and of one early hook (``blocks.1.hook_resid_post``),
   against each library's own plain forward; interp's full cache with glibc's defaults and
-  with ``interp.malloc_tuning.keep_freed_memory()`` (the other setting in a child process,
+  with ``interp.utils.malloc_tuning.keep_freed_memory()`` (the other setting in a child process,
   see ``allocator.py``), and the minor page faults of one call of each;
 - greedy generation of 64 tokens with the key/value cache, against Hugging Face's ``generate``;
 - the bytes a full cache holds, against TransformerLens's;

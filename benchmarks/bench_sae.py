@@ -29,7 +29,7 @@ from timing import best_times
 import interp
 from interp.sae import HookedSAETransformer
 from interp.sae.features import feature_acts, text_windows, top_activations
-from interp.train import default_text
+from interp.training.text import default_text
 
 
 def main(argv: list[str] | None = None) -> None:

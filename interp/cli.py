@@ -27,12 +27,12 @@ import interp
 from interp.circuits.cli import add_parser as add_graph_parser
 from interp.cli_support import CommandError, Parser, UsageError, run_command, terminal_text
 from interp.harvest.cli import add_parser as add_harvest_parser
-from interp.malloc_tuning import keep_freed_memory
 from interp.model import HookedTransformer
 from interp.models.by_name import load_named_model
 from interp.sae.cli import add_parser as add_features_parser
 from interp.sae.cli import add_report_arguments, report_sections
 from interp.serve.cli import add_parser as add_serve_parser
+from interp.utils.malloc_tuning import keep_freed_memory
 from interp.viz.report_data import prompt_tokens
 
 # CommandError, UsageError, terminal_text and load_named_model live in interp.cli_support and
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "report" and args.sae_data and not args.sae:
         args.parser.error("--sae-data needs --sae")
     if argv is None and args.command in MANY_FORWARDS:
-        keep_freed_memory()  # the process is this command's own (see interp.malloc_tuning)
+        keep_freed_memory()  # the process is this command's own (see interp.utils.malloc_tuning)
     return run_command(args)
 
 

@@ -1,4 +1,4 @@
-"""TransformerLens's key/value cache names, on interp's own cache (``interp.kv_cache``).
+"""TransformerLens's key/value cache names, on interp's own cache (``interp.cache.kv_cache``).
 
 ``HookedTransformerKeyValueCache.init_cache(cfg, device, batch_size)`` gives a cache that
 ``model(tokens, past_kv_cache=cache)`` fills and reads, with TransformerLens's ``freeze()``:
@@ -11,8 +11,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.cache.kv_cache import KeyValueCache, KeyValueCacheEntry
 from interp.config import HookedTransformerConfig
-from interp.kv_cache import KeyValueCache, KeyValueCacheEntry
 
 
 class HookedTransformerKeyValueCacheEntry(KeyValueCacheEntry):

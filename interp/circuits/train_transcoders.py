@@ -49,7 +49,7 @@ from interp.harvest import ActivationStore, harvest
 from interp.model import HookedTransformer
 from interp.sae.sae import SAE, SAEConfig
 from interp.sae.train import SAERecipe, _topk_step, text_windows
-from interp.train import default_text, split_text, text_loss
+from interp.training.text import default_text, split_text, text_loss
 
 HARVEST_HOOKS = ("ln2.hook_normalized", "hook_mlp_out")  # the MLP's input and output
 SHIPPED_HOOKS = ("mlp.hook_in", "mlp.hook_out")  # the same tensors, as circuit-tracer names them

@@ -14,6 +14,7 @@ masked in place.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -25,8 +26,10 @@ from interp.components.norms import RMSNorm
 from interp.components.rotary import RotaryEmbedding
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
-from interp.kv_cache import KeyValueCacheEntry
 from interp.utils.tensors import get_offset_position_ids
+
+if TYPE_CHECKING:  # a type only: the KV cache lives in interp.cache, which imports these
+    from interp.cache.kv_cache import KeyValueCacheEntry
 
 # With grouped-query attention the keys' and values' weights are stored per key/value head
 # as ``_W_K``/``_W_V``/``_b_K``/``_b_V``; these names read them expanded to every query head.

@@ -3,6 +3,8 @@ once, for parallel blocks), each optionally between two norms."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
@@ -14,7 +16,9 @@ from interp.components.moe_gpt_oss import GptOssMoE
 from interp.components.norms import make_norm
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
-from interp.kv_cache import KeyValueCacheEntry
+
+if TYPE_CHECKING:  # a type only: the KV cache lives in interp.cache, which imports these
+    from interp.cache.kv_cache import KeyValueCacheEntry
 
 # Opt-in hook points: config flag -> (the module that holds them, their names).
 # hook_attn_in and hook_q_input are [batch, pos, n_heads, d_model]; hook_k_input and

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from interp.caching import ActivationKeeper, PositionSlice
+from interp.hooks.caching import ActivationKeeper, PositionSlice
 from interp.hooks.hook_point import (
     Direction,
     Hook,
@@ -234,7 +234,8 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         """Hooks that store activations (and gradients, as ``name + "_grad"``) in ``cache``
         (a new dict by default), which is returned with them.
 
-        The storage options are ``run_with_cache``'s (see ``interp.caching.ActivationKeeper``).
+        The storage options are ``run_with_cache``'s (see
+        ``interp.hooks.caching.ActivationKeeper``).
         With ``device="cpu"`` on a GPU the copies do not block: call
         ``torch.cuda.synchronize()`` before reading the dict (``run_with_cache`` does).
 

@@ -23,8 +23,8 @@ from jaxtyping import Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from interp.kv_cache import KeyValueCache
-from interp.sampling import sample_next_token
+from interp.cache.kv_cache import KeyValueCache
+from interp.model.sampling import sample_next_token
 
 
 class GenerationMixin:

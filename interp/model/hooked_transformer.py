@@ -16,11 +16,11 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.cache.kv_cache import KeyValueCache
 from interp.components import Embed, PosEmbed, TransformerBlock, Unembed, make_norm
 from interp.config import HookedTransformerConfig
 from interp.devices import check_device
 from interp.hooks import HookedRootModule, HookPoint, NamesFilter
-from interp.kv_cache import KeyValueCache
 from interp.model.constructors import ModelLoadingMixin
 from interp.model.generation import GenerationMixin
 from interp.model.loss import lm_cross_entropy_loss

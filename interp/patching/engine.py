@@ -43,8 +43,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from interp.caching import position_axis
-from interp.kv_cache import KeyValueCacheEntry
+from interp.cache.kv_cache import KeyValueCacheEntry
+from interp.hooks.caching import position_axis
 from interp.patching.checks import check_same_shape
 from interp.patching.evaluation import MetricEvaluator
 from interp.patching.exact import PatchSetter, loop_metric_value, run_patches_exactly

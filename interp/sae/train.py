@@ -31,7 +31,7 @@ import interp
 from interp.model import HookedTransformer
 from interp.sae.sae import SAE, SAEConfig
 from interp.sae.splice import HookedSAETransformer
-from interp.train import default_text, split_text, text_batch, text_loss
+from interp.training.text import default_text, split_text, text_batch, text_loss
 
 QUICK_EVAL_CHARS = 20_000  # the card's second set of figures (the test recomputes these)
 

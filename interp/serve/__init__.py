@@ -1,5 +1,5 @@
 """The live dashboard: ``interp serve`` (a local FastAPI app over any model interp loads),
-its JSON API, its page, and ``interp.viz.dashboard`` for notebooks.
+its JSON API, its page, and ``interp.serve.dashboard`` for notebooks.
 
 Example:
     >>> from interp.serve import BackgroundServer, create_app

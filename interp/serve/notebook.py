@@ -1,4 +1,4 @@
-"""``interp.viz.dashboard(model)``: the live dashboard inside a notebook, served from a
+"""``interp.serve.dashboard(model)``: the live dashboard inside a notebook, served from a
 background thread on a free 127.0.0.1 port and shown in an IFrame."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ class Dashboard:
     """A running dashboard: ``url``, ``stop()`` (frees the port), and an IFrame in a notebook.
 
     Example:
-        >>> board = interp.viz.dashboard(model, prompt="1 2 3 1 2")
+        >>> board = interp.serve.dashboard(model, prompt="1 2 3 1 2")
         >>> board          # the page, in an IFrame
         >>> board.stop()
     """
@@ -64,7 +64,7 @@ def dashboard(
     ``prompt`` fills the prompt box; ``options`` go to ``interp.serve.create_app``.
 
     Example:
-        >>> board = interp.viz.dashboard(interp.load_model("attn-only-2l"), prompt="1 2 3 1 2")
+        >>> board = interp.serve.dashboard(interp.load_model("attn-only-2l"), prompt="1 2 3 1 2")
         >>> board.stop()
     """
     from interp.serve.app import create_app  # fastapi loads when a dashboard starts

@@ -22,7 +22,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from interp.model import HookedTransformer
-from interp.sampling import sample_next_token
+from interp.model.sampling import sample_next_token
 
 VAL_FRACTION = 0.1
 

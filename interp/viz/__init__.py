@@ -1,7 +1,9 @@
 """Visualization: offline circuitsvis attention views, plotly helpers, the HTML report and the
-attribution-graph viewer."""
+attribution-graph viewer. (The live dashboard in a notebook is the served app's:
+``interp.serve.dashboard``.)"""
 
-from interp.serve.notebook import dashboard
+from typing import Any
+
 from interp.viz.activations import token_activations
 from interp.viz.attention import attention_heads, attention_pattern
 from interp.viz.circuitsvis_view import CircuitsVisView
@@ -23,7 +25,6 @@ __all__ = [
     "GraphView",
     "attention_heads",
     "attention_pattern",
-    "dashboard",
     "head_score_grid",
     "imshow",
     "line",
@@ -36,3 +37,12 @@ __all__ = [
     "token_activations",
     "write_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "dashboard":  # it was here before the dashboard moved to its app
+        raise AttributeError(
+            "interp.viz.dashboard is now interp.serve.dashboard (the live dashboard is the "
+            "served app, which needs FastAPI and uvicorn: pip install 'interp[serve]')."
+        )
+    raise AttributeError(f"module 'interp.viz' has no attribute {name!r}")

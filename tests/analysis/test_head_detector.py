@@ -9,7 +9,7 @@ from transformer_lens import head_detector as tl_head_detector
 import interp
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.analysis import head_scores, repeated_random_tokens
-from interp.head_detector import HEAD_NAMES, detect_head
+from interp.analysis.head_detector import HEAD_NAMES, detect_head
 from tests.support.induction_circuit import (
     D_VOCAB,
     DUPLICATE_HEAD,
@@ -80,7 +80,7 @@ def test_detection_patterns_match_transformer_lens(gpt2_vocab_model):
     tokens = gpt2_vocab_model.to_tokens(TEXT)
     for name in HEAD_NAMES:
         reference = getattr(tl_head_detector, f"get_{name}_detection_pattern")(tokens)
-        ours = getattr(interp.head_detector, f"get_{name}_detection_pattern")(tokens)
+        ours = getattr(interp.analysis.head_detector, f"get_{name}_detection_pattern")(tokens)
         torch.testing.assert_close(ours, reference.float())
 
 

@@ -1,5 +1,5 @@
 """A full cache on the CPU, repeated: memory stays flat and a kept cache is never overwritten,
-with glibc's defaults and with ``interp.malloc_tuning.keep_freed_memory()`` (which changes the
+with glibc's defaults and with ``interp.utils.malloc_tuning.keep_freed_memory()`` (which changes the
 whole process, so it runs in a child process); with it, a repeated cache lands on reused
 memory (page faults, unlike times, do not depend on the machine's load)."""
 
@@ -21,7 +21,7 @@ CHECK = textwrap.dedent(
     import gc, json, resource, sys
     import torch
     from interp import HookedTransformer, HookedTransformerConfig
-    from interp.malloc_tuning import keep_freed_memory
+    from interp.utils.malloc_tuning import keep_freed_memory
 
     kept_freed = sys.argv[1] == "keep" and keep_freed_memory()
     cfg = HookedTransformerConfig(

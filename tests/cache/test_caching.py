@@ -1,4 +1,4 @@
-"""run_with_cache's storage options (interp.caching): positions, dtype, device, batch axis."""
+"""run_with_cache's storage options (interp.hooks.caching): positions, dtype, device, batch axis."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from transformer_lens.HookedRootModule import HookedRootModule as TransformerLen
 from transformer_lens.utilities import Slice as TransformerLensSlice
 
 from interp import HookedTransformer, HookedTransformerConfig
-from interp.caching import position_axis
+from interp.hooks.caching import position_axis
 from interp.utils import Slice
 
 NAMES = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern", "blocks.1.attn.hook_q"]

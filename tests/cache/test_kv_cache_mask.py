@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from interp import HookedTransformerKeyValueCache
-from interp.kv_cache import KeyValueCache
+from interp.cache.kv_cache import KeyValueCache
 from tests.support.tl218_components import case, close, model_of
 
 MODELS = ["causal", "rotary", "attn_only_shortformer"]

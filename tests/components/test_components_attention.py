@@ -15,10 +15,10 @@ from transformers.models.gpt_neox import modeling_gpt_neox as hf_neox
 from transformers.models.gptj import modeling_gptj as hf_gptj
 from transformers.models.llama import modeling_llama as hf_llama
 
+from interp.cache.kv_cache import KeyValueCacheEntry
 from interp.components.attention import Attention
 from interp.components.rotary import Llama3Scaling, RotaryEmbedding, inverse_frequencies
 from interp.config import HookedTransformerConfig
-from interp.kv_cache import KeyValueCacheEntry
 from interp.model import HookedTransformer
 from tests.support.tolerances import tolerance
 

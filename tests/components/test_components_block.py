@@ -22,6 +22,7 @@ from transformers.models.gpt_neox.modeling_gpt_neox import (
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
 
 from interp import HookedTransformer, HookedTransformerConfig
+from interp.cache.kv_cache import KeyValueCache
 from interp.cli import hook_shapes
 from interp.components import (
     MLP,
@@ -33,7 +34,6 @@ from interp.components import (
     applied_weight,
     make_norm,
 )
-from interp.kv_cache import KeyValueCache
 from tests.support.tolerances import model_tolerance, tolerance
 
 

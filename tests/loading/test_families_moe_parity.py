@@ -306,7 +306,7 @@ def test_stacked_mlp_weights_name_the_experts(mixtral_model):
 def test_cache_decompositions_and_head_detector_on_a_mixture(mixtral_model):
     """The residual decomposition sums to the final residual stream (the MoE outputs are its
     mlp_out terms), DLA and the head detector run."""
-    from interp.head_detector import detect_head
+    from interp.analysis.head_detector import detect_head
 
     with torch.no_grad():
         _, cache = mixtral_model.run_with_cache(tokens())

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from interp import HookedTransformer
-from interp.kv_cache import KeyValueCache
+from interp.cache.kv_cache import KeyValueCache
 from tests.loading.test_families_parity import CASES, VOCAB, saved
 from tests.support.family_models import FAMILIES, make_model
 from tests.support.tolerances import model_error_bound, within_contract

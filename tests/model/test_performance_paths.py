@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from interp import HookedTransformer
-from interp.kv_cache import KeyValueCache
+from interp.cache.kv_cache import KeyValueCache
 from interp.loading.hf import from_hf_model
 from tests.conftest import make_hf_gpt2
 from tests.support.tolerances import model_tolerance, tolerance

@@ -1,5 +1,5 @@
 """The dashboard's gate (interp.serve.auth), its server thread, the notebook's
-``interp.viz.dashboard`` and the ``interp serve`` command's checks."""
+``interp.serve.dashboard`` and the ``interp serve`` command's checks."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def test_the_background_server_frees_its_port_when_stopped(model):
 
 
 def test_notebook_dashboard_shows_an_iframe_and_stops(model):
-    board = interp.viz.dashboard(model, prompt="1 2 </script> 3", height=500)
+    board = interp.serve.dashboard(model, prompt="1 2 </script> 3", height=500)
     try:
         assert board.running and board.url == f"http://127.0.0.1:{board.port}/"
         html = board._repr_html_()

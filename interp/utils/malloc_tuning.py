@@ -31,8 +31,8 @@ variables ``MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=2147483647`
 tcmalloc (``LD_PRELOAD=libtcmalloc_minimal.so.4``) is the other route.
 
 Example:
-    >>> import interp.malloc_tuning
-    >>> interp.malloc_tuning.keep_freed_memory()
+    >>> import interp.utils.malloc_tuning
+    >>> interp.utils.malloc_tuning.keep_freed_memory()
     True
 """
 

@@ -1,4 +1,4 @@
-"""interp.evals against transformer_lens.evals: the same IOI samples, the same losses and
+"""interp.analysis.evals against transformer_lens.evals: the same IOI samples, the same losses and
 logit differences on the same model; the hub loaders fail offline with a message saying so."""
 
 from __future__ import annotations
