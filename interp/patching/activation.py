@@ -256,8 +256,8 @@ EXAMPLE_SETUP = """\
         ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)"""
 EXAMPLE_SETUP_MLP = """\
         >>> model = interp.load_model("shakespeare-char")   # attn-only-2l has no MLPs
-        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not to be")
-        >>> corrupted_tokens = model.to_tokens("To go, or not to be")
+        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not")
+        >>> corrupted_tokens = model.to_tokens("To go, or not")
         >>> metric = interp.patching.KLDivergence(clean_logits)   # 0: the clean prediction"""
 
 
@@ -383,14 +383,14 @@ def get_act_patch_block_every(
 
     Example:
         >>> model = interp.load_model("shakespeare-char")   # attn-only-2l has no MLPs
-        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not to be")
-        >>> corrupted_tokens = model.to_tokens("To go, or not to be")
+        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not")
+        >>> corrupted_tokens = model.to_tokens("To go, or not")
         >>> metric = interp.patching.KLDivergence(clean_logits)   # 0: the clean prediction
         >>> result = get_act_patch_block_every(model, corrupted_tokens, clean_cache, metric)
         >>> result.labels("patch_type")
         ['resid_pre', 'attn_out', 'mlp_out']
         >>> result.shape   # [3, n_layers, pos]
-        torch.Size([3, 4, 19])
+        torch.Size([3, 4, 13])
     """
     results = [
         _SWEEPS[kind](model, corrupted_tokens, clean_cache, metric, **options)

@@ -217,11 +217,11 @@ def get_attr_patch_block_every(model, corrupted_tokens, clean_cache, metric, **o
 
     Example:
         >>> model = interp.load_model("shakespeare-char")   # attn-only-2l has no MLPs
-        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not to be")
-        >>> corrupted_tokens = model.to_tokens("To go, or not to be")
+        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not")
+        >>> corrupted_tokens = model.to_tokens("To go, or not")
         >>> metric = interp.patching.KLDivergence(clean_logits)   # 0: the clean prediction
         >>> get_attr_patch_block_every(model, corrupted_tokens, clean_cache, metric).shape
-        torch.Size([3, 4, 19])
+        torch.Size([3, 4, 13])
     """
     kinds = BLOCK_PATCH_TYPES
     estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric, kinds, **options)
