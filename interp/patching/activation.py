@@ -138,6 +138,13 @@ def generic_activation_patch(
     Returns a ``LabelledTensor``; with ``return_index_df``, also the index DataFrame
     (needs pandas).
 
+    Args:
+        max_batch_size: sequences per forward pass.
+        metric_positions: for a plain metric, the positions whose logits it reads (it then
+            gets those alone); by default they are found on the corrupted run
+            (``interp.patching.metrics.infer_metric_reads``).
+        progress: show a tqdm bar.
+
     Example:
         >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
         >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7

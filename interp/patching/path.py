@@ -146,6 +146,16 @@ def path_patch_runs(
     equal such a hand-written loop (``run_with_hooks`` per step, the same ``orig_cache``) bit
     for bit.
 
+    Args:
+        orig_tokens: the prompts of the run being measured [prompt, pos].
+        new_cache: the cache of the run the senders' outputs come from (same shape).
+        sender_sets: one list of ``(layer, head)`` senders per result, patched together.
+        receivers: what the senders' signal is allowed to reach: ``"resid_end"`` (the final
+            residual stream), ``(layer, head, "q" | "k" | "v")`` (one input of a head) or
+            ``(layer, "mlp")`` (an MLP's input).
+        metric_positions: for a plain metric, the positions whose logits it reads.
+        max_batch_size: sequences per forward pass.
+
     Example:
         >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
         >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
