@@ -4,9 +4,11 @@
         [--node-threshold 0.8] [--edge-threshold 0.98] [--max-feature-nodes N]
         [--max-n-logits 10] [--desired-logit-prob 0.95] [--batch-size 256]
         [--slug NAME] [--json-dir DIR] [--contexts-data FILE] [--contexts-tokens N]
+        [--allow-model-mismatch]
 
 Exit codes as ``interp``'s: 0 ok, 1 runtime error, 2 usage error (an unknown model,
-transcoders that cannot be loaded or do not fit the model, a prompt longer than the context,
+transcoders that cannot be loaded or do not fit the model (or whose config names another
+model, unless --allow-model-mismatch), a prompt longer than the context,
 a threshold outside [0, 1], a contexts file that cannot be read or is too short).
 """
 
@@ -17,7 +19,7 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from interp.cli_support import UsageError, terminal_text
+from interp.cli.support import UsageError, terminal_text
 from interp.models.by_name import load_named_model
 
 
@@ -65,6 +67,12 @@ def add_parser(subparsers: Any) -> None:
         required=True,
         help="transcoders for the model: a shipped name or circuit-tracer's folder "
         "(config.yaml + layer_{i}.safetensors, or a cross-layer transcoder)",
+    )
+    parser.add_argument(
+        "--allow-model-mismatch",
+        action="store_true",
+        help="use --transcoders whose config names another model than --model (refused by "
+        "default: their features mean nothing there)",
     )
     parser.add_argument("--prompt", required=True, type=_text, help="the text to trace")
     parser.add_argument("--out", required=True, type=_out_file, help="the HTML file to write")
@@ -138,7 +146,9 @@ def run(args: argparse.Namespace) -> None:
     model = load_named_model(args.model)
     try:
         transcoders = load_transcoders(args.transcoders)
-        replacement = ReplacementModel.from_model(model, transcoders)
+        replacement = ReplacementModel.from_model(
+            model, transcoders, allow_model_mismatch=args.allow_model_mismatch
+        )
     except (ValueError, KeyError, OSError) as error:
         raise UsageError(f"--transcoders {args.transcoders!r}: {error}") from error
     prompt_tokens(model, args.prompt, "prompt (--prompt)")  # not longer than the context

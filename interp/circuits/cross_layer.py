@@ -41,6 +41,7 @@ class CrossLayerTranscoder(nn.Module):
         feature_output_hook: str = "hook_mlp_out",
         scan: str | list[str] | None = None,
         dtype: torch.dtype = torch.float32,
+        model_name: str | None = None,
     ) -> None:
         super().__init__()
         kind = {"dtype": dtype}
@@ -62,6 +63,7 @@ class CrossLayerTranscoder(nn.Module):
         self.feature_input_hook = feature_input_hook
         self.feature_output_hook = feature_output_hook
         self.scan = scan
+        self.model_name = model_name  # the model it was trained on (config.yaml's), if known
 
     @property
     def n_layers(self) -> int:
@@ -117,8 +119,10 @@ def load_cross_layer_transcoder(
     feature_output_hook: str = "hook_mlp_out",
     scan: str | list[str] | None = None,
     dtype: torch.dtype = torch.float32,
+    model_name: str | None = None,
 ) -> CrossLayerTranscoder:
-    """Read circuit-tracer's CLT files (``W_enc_{i}`` / ``W_dec_{i}``) from ``folder``."""
+    """Read circuit-tracer's CLT files (``W_enc_{i}`` / ``W_dec_{i}``) from ``folder``;
+    ``model_name`` is the model it was trained on (its ``config.yaml``'s)."""
     folder = Path(folder)
     n_layers = len(list(folder.glob("W_enc_*.safetensors")))
     if n_layers == 0:
@@ -128,7 +132,7 @@ def load_cross_layer_transcoder(
     clt = CrossLayerTranscoder(
         n_layers, d_transcoder, d_model, jumprelu="threshold_0" in first,
         feature_input_hook=feature_input_hook, feature_output_hook=feature_output_hook,
-        scan=scan, dtype=dtype,
+        scan=scan, dtype=dtype, model_name=model_name,
     )  # fmt: skip
     with torch.no_grad():
         for i in range(n_layers):

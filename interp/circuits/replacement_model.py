@@ -29,6 +29,7 @@ from interp.circuits import intervention
 from interp.circuits.cross_layer import CrossLayerTranscoder
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
 from interp.components.norms import LayerNorm
+from interp.sae.model_match import check_model_match
 
 MLP_HOOKS = ("mlp.hook_in", "mlp.hook_out")  # circuit-tracer's names: the MLP's input, output
 
@@ -50,26 +51,37 @@ class ReplacementModel:
     """A HookedTransformer (loaded without weight processing) with a transcoder set.
 
     Attribute access falls through to the model (``cfg``, ``tokenizer``, ``W_E``, ...).
+    Transcoders whose config names another model (``model_name``) are refused unless
+    ``allow_model_mismatch=True`` (``interp.sae.model_match``).
     """
 
-    def __init__(self, model: nn.Module, transcoders: TranscoderSet | CrossLayerTranscoder) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        transcoders: TranscoderSet | CrossLayerTranscoder,
+        allow_model_mismatch: bool = False,
+    ) -> None:
         self.model = model
         self.transcoders = transcoders
-        self._check()
+        self._check(allow_model_mismatch)
         name = str(model.cfg.model_name)
         gemma_3_it = "gemma-3" in name and name.endswith("-it")  # <bos><start_of_turn>user\n
         self.zero_positions = slice(0, 4) if gemma_3_it else slice(0, 1)  # features, errors
 
     @classmethod
     def from_model(
-        cls, model: nn.Module, transcoders: TranscoderSet | CrossLayerTranscoder | str | Path | list
+        cls,
+        model: nn.Module,
+        transcoders: TranscoderSet | CrossLayerTranscoder | str | Path | list,
+        allow_model_mismatch: bool = False,
     ) -> ReplacementModel:
         """Wrap ``model`` (nothing copied, nothing changed) with ``transcoders`` (a set, or
-        what ``load_transcoders`` reads), moved to the model's device and dtype."""
+        what ``load_transcoders`` reads), moved to the model's device and dtype;
+        ``allow_model_mismatch=True`` takes transcoders made for another model."""
         if not isinstance(transcoders, (TranscoderSet, CrossLayerTranscoder)):
             transcoders = load_transcoders(transcoders)
         transcoders.to(model.cfg.device, model.cfg.dtype)
-        return cls(model, transcoders)
+        return cls(model, transcoders, allow_model_mismatch)
 
     @classmethod
     def from_pretrained(
@@ -81,6 +93,7 @@ class ReplacementModel:
         dtype: torch.dtype | None = None,
         lazy_encoder: bool = False,
         lazy_decoder: bool = True,
+        allow_model_mismatch: bool = False,
         **kwargs: Any,
     ) -> ReplacementModel:
         """Load ``name_or_folder`` (a model shipped with interp, e.g. ``"shakespeare-char"``,
@@ -88,7 +101,7 @@ class ReplacementModel:
         loads without folding or centring too) on ``device`` in ``dtype``, then
         ``from_model``. circuit-tracer's ``backend`` is always its TransformerLens one here;
         ``lazy_encoder``/``lazy_decoder`` are accepted for its scripts, and the transcoders
-        are read whole."""
+        are read whole. ``allow_model_mismatch`` as ``from_model``'s."""
         if backend != "transformerlens":
             raise ValueError(
                 f"backend={backend!r}: interp runs circuits on its HookedTransformer, "
@@ -105,7 +118,7 @@ class ReplacementModel:
             model = HookedTransformer.from_pretrained_no_processing(
                 name_or_folder, **options, **kwargs
             )
-        return cls.from_model(model, transcoders)
+        return cls.from_model(model, transcoders, allow_model_mismatch)
 
     @classmethod
     def from_pretrained_and_transcoders(
@@ -159,8 +172,10 @@ class ReplacementModel:
             self.model.cfg.output_logits_soft_cap = cap
 
     # --------------------------------------------------------------------- checks
-    def _check(self) -> None:
+    def _check(self, allow_model_mismatch: bool = False) -> None:
         cfg, tcs = self.model.cfg, self.transcoders
+        what = f"The transcoders {tcs.scan!r}" if tcs.scan else "The transcoders"
+        check_model_match(tcs, self.model, allow_model_mismatch, what)
         if cfg.attn_only:
             raise ValueError("An attention-only model has no MLPs for transcoders to replace.")
         if tcs.n_layers != cfg.n_layers:

@@ -6,7 +6,8 @@ Hooks are named relative to the block: any hook point of a block (``ln2.hook_nor
 (the MLP module's input and output; for Gemma's sandwich norms, before ``ln2_post``).
 
 circuit-tracer's folder: ``config.yaml`` (``model_kind: transcoder_set``,
-``feature_input_hook``, ``feature_output_hook``, ``scan``) and ``layer_{i}.safetensors``
+``feature_input_hook``, ``feature_output_hook``, ``scan``, ``model_name``: the model it was
+trained on) and ``layer_{i}.safetensors``
 holding ``W_enc`` / ``W_dec`` ``[d_transcoder, d_model]``, ``b_enc``, ``b_dec``, optional
 ``activation_function.threshold`` (JumpReLU) and ``W_skip`` ``[d_model, d_model]``.
 
@@ -46,12 +47,17 @@ from interp.circuits.cross_layer import load_cross_layer_transcoder as load_clt
 from interp.sae import SAE, SAEConfig
 from interp.sae.formats import SAEFormatError, load_sae
 from interp.sae.formats.files import read_safetensors
+from interp.sae.model_match import same_model
 
 _BLOCK_HOOK = re.compile(r"^blocks\.(\d+)\.(.+)$")
 
 
 class TranscoderSet(nn.Module):
-    """Per-layer transcoders ``transcoders[layer]`` with their block-relative hooks."""
+    """Per-layer transcoders ``transcoders[layer]`` with their block-relative hooks.
+
+    ``model_name`` is the model they were trained on (default: the one their configs name),
+    which ``ReplacementModel`` checks the model against (``interp.sae.model_match``).
+    """
 
     def __init__(
         self,
@@ -59,6 +65,7 @@ class TranscoderSet(nn.Module):
         feature_input_hook: str,
         feature_output_hook: str,
         scan: str | list[str] | None = None,
+        model_name: str | None = None,
     ) -> None:
         super().__init__()
         if not transcoders:
@@ -81,6 +88,7 @@ class TranscoderSet(nn.Module):
         self.feature_input_hook = feature_input_hook
         self.feature_output_hook = feature_output_hook
         self.scan = scan
+        self.model_name = model_name or _common_model_name(transcoders)
 
     @classmethod
     def from_saes(cls, saes: Sequence[SAE], scan: str | list[str] | None = None) -> TranscoderSet:
@@ -183,12 +191,31 @@ class TranscoderSet(nn.Module):
         config = {"model_kind": "transcoder_set", "feature_input_hook": self.feature_input_hook}
         config["feature_output_hook"] = self.feature_output_hook
         config["scan"] = self.scan
+        if self.model_name is not None:  # circuit-tracer's key: the model they were trained on
+            config["model_name"] = self.model_name
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         return folder
 
 
+def _common_model_name(transcoders: Sequence[SAE]) -> str | None:
+    """The model the transcoders' configs name (None when none does); a ``ValueError`` when
+    they name different models."""
+    names = [t.cfg.model_name for t in transcoders if t.cfg.model_name]
+    if any(not same_model(name, names[0]) for name in names):
+        raise ValueError(
+            f"The transcoders were trained on different models {sorted(set(names))}; a set "
+            "holds one model's transcoders."
+        )
+    return names[0] if names else None
+
+
 def _layer_transcoder(
-    path: Path, layer: int, hook_in: str, hook_out: str, dtype: torch.dtype
+    path: Path,
+    layer: int,
+    hook_in: str,
+    hook_out: str,
+    dtype: torch.dtype,
+    model_name: str | None = None,
 ) -> SAE:
     tensors = read_safetensors(path)
     missing = {"W_enc", "W_dec", "b_enc", "b_dec"} - set(tensors)
@@ -207,6 +234,7 @@ def _layer_transcoder(
         hook_name_out=f"blocks.{layer}.{hook_out}",
         apply_b_dec_to_input=False,
         dtype=str(dtype).removeprefix("torch."),
+        model_name=model_name,
     )
     sae = SAE(cfg)
     state = {"W_enc": tensors["W_enc"].T, "W_dec": tensors["W_dec"]}
@@ -382,11 +410,16 @@ def _load_folder(
             raise SAEFormatError(f"{config_path}: missing {key!r}.")
     hooks = (config["feature_input_hook"], config["feature_output_hook"])
     scan = scan or config.get("scan", str(folder))
+    model_name = config.get("model_name")  # the model they were trained on, when it says
+    if model_name is not None and not isinstance(model_name, str):
+        raise SAEFormatError(f"{config_path}: model_name {model_name!r} is not a model's name.")
     if kind == "cross_layer_transcoder":
-        return load_clt(folder, *hooks, scan=scan, dtype=dtype)
+        return load_clt(folder, *hooks, scan=scan, dtype=dtype, model_name=model_name)
     files = _layer_files(folder, config, config_path)
-    transcoders = [_layer_transcoder(files[i], i, *hooks, dtype) for i in range(len(files))]
-    return TranscoderSet(transcoders, *hooks, scan=scan)
+    transcoders = [
+        _layer_transcoder(files[i], i, *hooks, dtype, model_name) for i in range(len(files))
+    ]
+    return TranscoderSet(transcoders, *hooks, scan=scan, model_name=model_name)
 
 
 def _layer_files(folder: Path, config: dict, config_path: Path) -> dict[int, Path]:

@@ -245,7 +245,7 @@ class HookedTransformerConfig:
                 mlp_params = (mlp_params + self.d_model) * self.num_experts
             self.n_params += self.n_layers * mlp_params
         if self.device is not None:
-            from interp.devices import check_device
+            from interp.utils.devices import check_device
 
             check_device(self.device)
 

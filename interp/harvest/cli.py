@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from interp.cli_support import Parser, UsageError, run_command, terminal_text
+from interp.cli.support import Parser, UsageError, run_command, terminal_text
 from interp.harvest.harvester import DEFAULT_SHARD_TOKENS, DTYPES, harvest
 
 DESCRIPTION = (
@@ -115,8 +115,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m interp.harvest ARGS``: the same as ``interp harvest ARGS``.
 
     Example:
-        >>> main(["--model", "shakespeare-char", "--data", "a.txt", "--hooks",
-        ...       "blocks.0.hook_resid_post", "--out", "acts/"])
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "a.txt").write_text("To be, or not to be. " * 20)
+        >>> main(["--model", "shakespeare-char", "--data", str(folder / "a.txt"), "--hooks",
+        ...       "blocks.0.hook_resid_post", "--out", str(folder / "acts"), "--seq-len", "64",
+        ...       "--no-progress"])
+        harvested 384 tokens x 1 hooks in 1 shards to .../acts
+        0
     """
     parser = Parser(prog="interp harvest", description=DESCRIPTION)
     add_arguments(parser)

@@ -90,7 +90,12 @@ def find_sources(data: str | Path) -> list[Source]:
     saved with ``save_to_disk``, or every readable file of a folder (recursively, sorted).
 
     Example:
-        >>> find_sources("corpus/")   # [Source(corpus/a.jsonl, 'jsonl'), Source(corpus/b.txt, ...)]
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "b.txt").write_text("Hello.")
+        >>> _ = (folder / "a.jsonl").write_text('{"text": "Hi."}')
+        >>> [(source.path.name, source.kind) for source in find_sources(folder)]
+        [('a.jsonl', 'jsonl'), ('b.txt', 'text')]
     """
     path = Path(data)
     if not path.exists():
@@ -341,9 +346,20 @@ def sequences(
 ) -> Iterator[np.ndarray]:
     """Every source's sequences in order, as blocks of rows [n, seq_len] (int64).
 
+    Args:
+        sources: the inputs, from ``find_sources``.
+        tokenizer: the model's tokenizer (text sources only).
+        seq_len: the tokens in each sequence.
+        add_bos: whether each row starts with BOS (when the model prepends one).
+        text_field: the field of a JSON-lines or Parquet record that holds the text.
+
     Example:
-        >>> next(sequences(find_sources("a.txt"), model.tokenizer, 128, True, "text")).shape
-        (n, 128)
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "a.txt"
+        >>> _ = path.write_text("To be, or not to be. " * 20)
+        >>> chars = interp.load_model("shakespeare-char").tokenizer
+        >>> next(sequences(find_sources(path), chars, 64, False, "text")).shape   # 440 // 64
+        (6, 64)
     """
     for source in sources:
         if is_tokenised(source):

@@ -60,7 +60,8 @@ def init_ranks() -> Ranks:
     alone. An already initialised group (e.g. the caller's) is used as it is.
 
     Example:
-        >>> ranks = init_ranks()   # under torchrun --nproc-per-node 2: Ranks(rank=0 or 1, 2)
+        >>> init_ranks()   # alone; under torchrun --nproc-per-node 2: rank 0 or 1 of 2
+        Ranks(rank=0, world_size=1, local_rank=0, owns_group=False)
     """
     if dist.is_available() and dist.is_initialized():
         return Ranks(dist.get_rank(), dist.get_world_size(), _local_rank(), owns_group=False)

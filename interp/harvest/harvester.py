@@ -211,9 +211,15 @@ def harvest(
     killed run's folder resumes it; under ``torchrun`` the ranks share the shards.
 
     Example:
-        >>> manifest = harvest("shakespeare-char", "input.txt", "blocks.1.hook_resid_post",
-        ...                    "acts/", seq_len=64, max_tokens=10_000)
-        >>> manifest["statistics"]["blocks.1.hook_resid_post"]["mean_norm"]
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "input.txt").write_text("To be, or not to be. " * 20)
+        >>> manifest = harvest("shakespeare-char", folder / "input.txt", "blocks.1.hook_resid_post",
+        ...                    folder / "acts", seq_len=64, max_tokens=256, progress=False)
+        >>> manifest["n_tokens"], manifest["status"]   # 4 whole sequences of 64
+        (256, 'complete')
+        >>> manifest["statistics"]["blocks.1.hook_resid_post"]["mean_norm"] > 0
+        True
     """
     ranks = init_ranks()
     try:

@@ -38,9 +38,17 @@ def export_saelens(path: str | Path, out: str | Path, hook: str | None = None) -
     SAELens cached-activations folder ``out``; returns ``out``. Needs ``datasets``.
 
     Example:
-        >>> export_saelens("acts/", "acts_saelens/")
-        >>> # SAELens: LanguageModelSAERunnerConfig(use_cached_activations=True,
-        >>> #          cached_activations_path="acts_saelens/", context_size=..., ...)
+        >>> import tempfile
+        >>> from interp.harvest import harvest
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "input.txt").write_text("To be, or not to be. " * 20)
+        >>> _ = harvest("shakespeare-char", folder / "input.txt", "blocks.1.hook_resid_post",
+        ...             folder / "acts", seq_len=64, progress=False)
+        >>> export_saelens(folder / "acts", folder / "acts_saelens").name
+        'acts_saelens'
+
+        SAELens then reads it with ``LanguageModelSAERunnerConfig(use_cached_activations=True,
+        cached_activations_path=".../acts_saelens", context_size=64, ...)``.
     """
     import datasets
 

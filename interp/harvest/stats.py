@@ -18,8 +18,12 @@ class RunningStats:
     waits for them (``cpu()`` at the end of a shard).
 
     Example:
-        >>> a = RunningStats.of(torch.randn(10, 4)); b = RunningStats.of(torch.randn(6, 4))
-        >>> a.merge(b).variance   # the population variance of all 16 rows, [4]
+        >>> x, y = torch.randn(10, 4), torch.randn(6, 4)
+        >>> merged = RunningStats.of(x).merge(RunningStats.of(y))
+        >>> merged.count, merged.variance.shape   # the population variance of all 16 rows
+        (16, torch.Size([4]))
+        >>> torch.allclose(merged.variance, torch.cat([x, y]).double().var(0, unbiased=False))
+        True
     """
 
     count: int

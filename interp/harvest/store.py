@@ -35,11 +35,20 @@ class ActivationStore(IterableDataset):
     store reads it (one streamed pass), so a changed shard is never read.
 
     Example:
-        >>> store = ActivationStore("acts/", "blocks.1.hook_resid_post", batch_size=4096, seed=0)
-        >>> loader = DataLoader(store, batch_size=None, num_workers=4)
-        >>> for epoch in range(3):
+        >>> import tempfile
+        >>> from torch.utils.data import DataLoader
+        >>> from interp.harvest import harvest
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "input.txt").write_text("To be, or not to be. " * 20)
+        >>> _ = harvest("shakespeare-char", folder / "input.txt", "blocks.1.hook_resid_post",
+        ...             folder / "acts", seq_len=64, progress=False)
+        >>> store = ActivationStore(folder / "acts", "blocks.1.hook_resid_post", batch_size=256)
+        >>> loader = DataLoader(store, batch_size=None)   # num_workers=4 reads 4 shards at once
+        >>> for epoch in range(2):
         ...     store.set_epoch(epoch)
-        ...     for batch in loader: ...   # [4096, d_model]
+        ...     print([tuple(batch.shape) for batch in loader])   # [batch, d_model]
+        [(256, 128), (128, 128)]
+        [(256, 128), (128, 128)]
     """
 
     def __init__(

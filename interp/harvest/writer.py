@@ -59,10 +59,26 @@ class _Job:
 class ShardWriter:
     """Writes finished shards to ``out`` on a background thread.
 
+    Args:
+        out: the harvest's folder.
+        widths: each hook's vector width, by hook name.
+        capacity: the vectors a shard holds.
+        dtype: the stored dtype.
+        pinned: whether the buffers are pinned host memory (for a GPU's copies).
+        n_buffers: the buffer sets that alternate (one filled while another is written).
+
     Example:
-        >>> writer = ShardWriter(out, {"blocks.0.hook_resid_post": 768}, 4096, torch.float32)
-        >>> buffers = writer.buffers()          # fill buffers.activations[...][:n]
-        >>> writer.submit(0, buffers, n, stats, info); writer.close()
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> writer = ShardWriter(out, {"blocks.0.hook_resid_post": 128}, 4096, torch.float32)
+        >>> buffers = writer.buffers()   # [4096, 128] per hook, [4096] token ids
+        >>> n = 100
+        >>> buffers.activations["blocks.0.hook_resid_post"][:n] = torch.randn(n, 128)
+        >>> buffers.token_ids[:n] = 0
+        >>> stats = {"blocks.0.hook_resid_post": RunningStats.of(torch.randn(n, 128))}
+        >>> writer.submit(0, buffers, n, stats, {"n_sequences": 1}); writer.close()
+        >>> sorted(p.name for p in out.iterdir())   # the shard, then its statistics
+        ['shard-00000.safetensors', 'shard-00000.stats.safetensors']
     """
 
     def __init__(

@@ -27,8 +27,8 @@ import torch
 from torch import Tensor
 
 from interp.config import HookedTransformerConfig
-from interp.devices import check_device
 from interp.loading.model_class import model_class
+from interp.utils.devices import check_device
 
 Shape = tuple[int, ...]
 
@@ -62,8 +62,8 @@ def printable(value: Any) -> str:
     name can never rewrite the terminal an error message is printed on.
 
     Example:
-        >>> printable("evil\x1b[2Jname")
-        'evil\\x1b[2Jname'
+        >>> print(printable("evil\\x1b[2Jname"))
+        evil\\x1b[2Jname
     """
     return _CONTROL.sub(lambda match: repr(match.group())[1:-1], str(value))
 
@@ -72,7 +72,10 @@ def read_config_json(path: str | Path) -> dict[str, Any]:
     """The JSON object in ``path`` (a checkpoint's config.json), or a clear error naming it.
 
     Example:
-        >>> read_config_json("my-gpt2/config.json")["n_embd"]
+        >>> import json, tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "config.json"
+        >>> _ = path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
+        >>> read_config_json(path)["n_embd"]
         768
     """
     path = Path(path)
@@ -293,7 +296,12 @@ def load_torch_file(path: str | Path, mmap: bool = False) -> Any:
     optimizer state) cost no memory.
 
     Example:
-        >>> state_dict = load_torch_file("out/ckpt.pt", mmap=True)["model"]
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "ckpt.pt"   # as nanoGPT's train.py writes it
+        >>> torch.save({"model": {"w": torch.ones(2)}, "iter_num": 10}, path)
+        >>> state_dict = load_torch_file(path, mmap=True)["model"]
+        >>> state_dict["w"]
+        tensor([1., 1.])
     """
     path = Path(path)
     name = printable(path)
@@ -341,11 +349,18 @@ def check_names_and_shapes(
 ) -> None:
     """Raise one ``CheckpointError`` listing every missing key, unexpected key and shape mismatch.
 
+    Args:
+        found: the checkpoint's tensor names and shapes.
+        expected: the model's.
+        what: the checkpoint as the message names it.
+        hint: a sentence added to the message (how to fix it).
+
     Example:
         >>> check_names_and_shapes({"w": (2, 3)}, {"w": (3, 2)}, "my checkpoint")
         Traceback (most recent call last):
-        CheckpointError: my checkpoint does not fit the model: shape mismatches:
-        w: checkpoint (2, 3), model (3, 2)
+        ...
+        interp.loading.checkpoint.CheckpointError: my checkpoint does not fit the model:
+        shape mismatches: w: checkpoint (2, 3), model (3, 2)
     """
     missing = [name for name in expected if name not in found]
     unexpected = [name for name in found if name not in expected]
@@ -422,8 +437,19 @@ def build_model(
     a caller's tensors; a source that forgets each tensor once taken (a ``TensorSource``)
     keeps only one copy of the weights alive.
 
+    Args:
+        cfg: the model's config.
+        tensors: (name, tensor) pairs in our parameter names.
+        tokenizer: the model's tokenizer, or None.
+        device: where the weights go (default: the CPU).
+        what: the checkpoint as error messages name it.
+        fresh: whether ``tensors`` were read for this load alone (then not copied).
+
     Example:
-        >>> model = build_model(cfg, model_on_cpu.state_dict().items(), device="cuda")
+        >>> copy = build_model(model.cfg, model.state_dict().items(), model.tokenizer, "cpu")
+        >>> ours, theirs = copy.blocks[0].attn.W_Q, model.blocks[0].attn.W_Q
+        >>> torch.equal(ours, theirs), ours.data_ptr() != theirs.data_ptr()   # a copy
+        (True, True)
     """
     device = check_device(device if device is not None else "cpu")
     placed = {name: _placed(tensor, device, cfg.dtype, fresh) for name, tensor in tensors}

@@ -35,6 +35,7 @@ from interp.loading.families.base import (
     positive_int,
     positive_number,
 )
+from interp.loading.model_names import MODEL_NAME_UNSTATED
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
 from interp.tokenizers import get_tokenizer
 
@@ -62,6 +63,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     and naming any field that is missing, null or of the wrong type.
 
     Example:
+        >>> import transformers
         >>> config_from_hf(transformers.GPT2Config(n_layer=2)).n_layers
         2
     """
@@ -121,6 +123,8 @@ def hf_shapes(cfg: HookedTransformerConfig) -> dict[str, tuple[int, ...]]:
     embeddings are tied) is not listed.
 
     Example:
+        >>> import transformers
+        >>> cfg = config_from_hf(transformers.GPT2Config(n_layer=2))   # GPT-2 small's widths
         >>> hf_shapes(cfg)["h.0.attn.c_attn.weight"]   # Conv1D: [d_model, 3 * d_model]
         (768, 2304)
     """
@@ -231,7 +235,13 @@ def convert_hf_state_dict(
     """Rename and reshape a ``GPT2LMHeadModel`` state dict into our parameter names.
 
     Example:
-        >>> model.load_state_dict(convert_hf_state_dict(hf_model.state_dict(), model.cfg))
+        >>> import transformers
+        >>> hf_model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=100))
+        >>> cfg = config_from_hf(hf_model.config)
+        >>> state_dict = convert_hf_state_dict(hf_model.state_dict(), cfg)
+        >>> state_dict["blocks.0.attn.W_Q"].shape   # [n_heads, d_model, d_head]
+        torch.Size([2, 32, 16])
     """
     state_dict = TensorSource.from_state_dict(hf_state_dict)
     converted = dict(iter_hf_tensors(check_hf_source(state_dict, cfg, "The state dict"), cfg))
@@ -253,7 +263,14 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
     architecture (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...), in its dtype and on its device.
 
     Example:
-        >>> model = from_hf_model(transformers.GPT2LMHeadModel(transformers.GPT2Config()))
+        >>> import transformers
+        >>> hf_model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=100))
+        >>> hf_model = hf_model.eval()   # a model made by its class is in training mode
+        >>> model = from_hf_model(hf_model, tokenizer=None)   # default: GPT-2's tokenizer
+        >>> tokens = torch.tensor([[1, 2, 3]])
+        >>> torch.allclose(model(tokens), hf_model(tokens).logits, atol=1e-5)
+        True
     """
     parameter = next(hf_model.parameters())
     if parameter.dtype not in MODEL_DTYPES:
@@ -275,6 +292,8 @@ def from_hf_model(hf_model: Any, tokenizer: Any = "gpt2") -> Any:
         cfg = family.hooked_config(hf_config, dtype=parameter.dtype)
         source, rows = family.checked_source(state_dict, cfg, hf_config, "The model")
         tensors = iter_tensors(source, rows)
+    if not hf_config.get("_name_or_path"):  # built in code: its name is only its family's
+        cfg.extra[MODEL_NAME_UNSTATED] = True
     model = build_model(cfg, tensors, tokenizer, parameter.device)
     state_dict.warn_non_finite(f"The {type(hf_model).__name__}")
     return model
@@ -343,16 +362,30 @@ def load_hf_folder(
     device: torch.device | str | None = None,
     dtype: torch.dtype | str | None = None,
     tokenizer: Any = None,
+    repo_id: str | None = None,
 ) -> Any:
     """A HookedTransformer from a Hugging Face checkpoint folder of a supported architecture
     (``SUPPORTED_ARCHITECTURES``), in float32 unless ``dtype`` says otherwise.
 
+    The model is named after ``repo_id`` (the hub repo the folder is a snapshot of) as
+    TransformerLens names it (``"meta-llama/Llama-3.2-1B"`` -> ``"Llama-3.2-1B"``), else the
+    config's ``_name_or_path``, else the folder (a name the checkpoint does not state:
+    ``stated_model_name`` gives None).
+
     Every tensor's name and shape is checked against the config before any is read; the
     tensors are then read one at a time and placed on ``device``, so loading peaks near the
-    model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's.
+    model's size. The tokenizer is the folder's (``tokenizer.json``), else GPT-2's for a GPT-2
+    checkpoint and none for the other families.
 
     Example:
-        >>> hf_model.save_pretrained("my-llama"); model = load_hf_folder("my-llama")
+        >>> import tempfile, transformers
+        >>> hf_model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        ...     hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        ...     num_key_value_heads=2, vocab_size=100, max_position_embeddings=32))
+        >>> folder = Path(tempfile.mkdtemp()) / "my-llama"
+        >>> hf_model.save_pretrained(folder); model = load_hf_folder(folder)
+        >>> model.cfg.original_architecture, model.cfg.n_key_value_heads, model.tokenizer
+        ('LlamaForCausalLM', 2, None)
     """
     dtype = resolve_dtype(dtype, torch.float32)
     folder = Path(folder)
@@ -365,7 +398,7 @@ def load_hf_folder(
     what = f"The checkpoint in {printable(folder)}"
     if is_gpt2(hf_config):
         cfg = _checked_config(config_path, "GPT-2", lambda: config_from_hf(hf_config, dtype=dtype))
-        cfg.model_name = hf_config.get("_name_or_path") or folder.name
+        cfg.model_name = _model_name(cfg, hf_config, folder, repo_id)
         weights = hf_folder_source(folder)
         untied = hf_config.get("tie_word_embeddings") is False
         source = check_hf_source(weights, cfg, what, needs_lm_head=untied)
@@ -375,7 +408,8 @@ def load_hf_folder(
         cfg = _checked_config(
             config_path, family.name, lambda: family.hooked_config(hf_config, dtype=dtype)
         )
-        cfg.model_name = cfg.tokenizer_name = hf_config.get("_name_or_path") or folder.name
+        cfg.tokenizer_name = hf_config.get("_name_or_path") or folder.name
+        cfg.model_name = _model_name(cfg, hf_config, folder, repo_id)
         weights = hf_folder_source(folder)
         source, rows = family.checked_source(weights, cfg, hf_config, what)
         tensors = iter_tensors(source, rows)
@@ -384,6 +418,19 @@ def load_hf_folder(
     model = build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
     weights.warn_non_finite(what)
     return model
+
+
+def _model_name(
+    cfg: HookedTransformerConfig, hf_config: dict, folder: Path, repo_id: str | None
+) -> str:
+    """The loaded model's name (see ``load_hf_folder``); a folder's name is marked as not
+    stated in ``cfg.extra``."""
+    if repo_id:
+        return repo_id.rsplit("/", 1)[-1]
+    if hf_config.get("_name_or_path"):
+        return hf_config["_name_or_path"]
+    cfg.extra[MODEL_NAME_UNSTATED] = True
+    return folder.name
 
 
 def _checked_config(
@@ -404,7 +451,7 @@ def download_from_hub(repo_id: str) -> Path:
     cannot be reached. Only the config, tokenizer and one weights format are fetched.
 
     Example:
-        >>> download_from_hub("gpt2")
+        >>> download_from_hub("gpt2")  # needs the Hugging Face hub  # doctest: +SKIP
         PosixPath('/root/.cache/huggingface/hub/models--gpt2/snapshots/607a30d783dfa663caf39e06633721c8d4cfcd7e')
     """
     import huggingface_hub

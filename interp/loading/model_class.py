@@ -7,8 +7,10 @@ hands them the class once it is defined (``set_model_class``), and ``build_model
 ``load_native`` build ``model_class()(cfg, tokenizer=...)``.
 
 Example:
+    >>> from interp.model import HookedTransformer
     >>> set_model_class(HookedTransformer)   # what interp.model does on import
-    >>> model_class()(cfg, tokenizer=tokenizer)
+    >>> model_class()(model.cfg, tokenizer=model.tokenizer).cfg.n_layers
+    2
 """
 
 from __future__ import annotations

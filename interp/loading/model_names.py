@@ -9,6 +9,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 # Pythia's sizes, with the names its models had before their parameter counts were corrected.
 _PYTHIA_SIZES = {
     "14m": [],
@@ -274,3 +276,40 @@ def hub_repo_id(name: str) -> str:
 def is_transformer_lens_repo(repo_id: str) -> bool:
     """Whether a hub repo holds a TransformerLens-format checkpoint (the toy models)."""
     return repo_id.startswith(TRANSFORMER_LENS_FORMAT_OWNERS)
+
+
+# A ``cfg.extra`` key loaders set when ``cfg.model_name`` only stands in for a name the checkpoint
+# does not state (a folder's or file's name): such a model says nothing about which model it is.
+MODEL_NAME_UNSTATED = "model_name_unstated"
+
+
+def stated_model_name(cfg: Any) -> str | None:
+    """The model a config says it is: ``cfg.model_name``, or None when it says none (the
+    default ``"custom"`` of a config built in code, or a name a loader took from a folder
+    or file because the checkpoint names no model: see ``MODEL_NAME_UNSTATED``).
+
+    Example:
+        >>> stated_model_name(interp.load_model("shakespeare-char").cfg)
+        'shakespeare-char'
+    """
+    name = getattr(cfg, "model_name", None)
+    extra = getattr(cfg, "extra", None) or {}
+    if not isinstance(name, str) or name.strip() in ("", "custom"):
+        return None
+    return None if extra.get(MODEL_NAME_UNSTATED) else name
+
+
+def canonical_model_name(name: str) -> str:
+    """One spelling for the names of one model, to compare them: a TransformerLens alias
+    becomes its official name (``"gpt2-small"`` -> ``"gpt2"``), the hub owner is dropped
+    (``"openai-community/gpt2"``, ``"meta-llama/Llama-3.2-1B"`` as TransformerLens names
+    the loaded model: ``"Llama-3.2-1B"``), and case is ignored.
+
+    Example:
+        >>> canonical_model_name("gpt2-small") == canonical_model_name("openai-community/gpt2")
+        True
+    """
+    text = str(name).strip().rstrip("/")
+    tail = text.rsplit("/", 1)[-1]
+    official = _ALIAS_TO_OFFICIAL.get(text.lower()) or _ALIAS_TO_OFFICIAL.get(tail.lower()) or text
+    return official.rsplit("/", 1)[-1].lower()

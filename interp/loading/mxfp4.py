@@ -14,7 +14,11 @@ columns] is then transposed to [experts, columns, rows], the layout of Hugging F
 [experts, d_mlp, d_model]).
 
 Example:
+    >>> blocks = torch.full((1, 1, 1, 16), 0x21, dtype=torch.uint8)   # nibbles 1, 2: 0.5, 1.0
+    >>> scales = torch.full((1, 1, 1), 127, dtype=torch.uint8)        # 2 ** 0
     >>> weight = dequantize_mxfp4(blocks, scales, torch.bfloat16)   # [E, columns, rows]
+    >>> weight.shape, weight[0, :4, 0].tolist()
+    (torch.Size([1, 32, 1]), [0.5, 1.0, 0.5, 1.0])
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.hf import iter_hf_tensors
+from interp.loading.model_names import MODEL_NAME_UNSTATED
 
 _COMPILED_PREFIX = "_orig_mod."  # added to every key by torch.compile
 _MASK_BUFFER = re.compile(r"^transformer\.h\.\d+\.attn\.bias$")  # causal mask, without flash
@@ -92,7 +93,12 @@ def load_nanogpt(
     GPT-2's when the vocabulary holds it (padded vocabularies included), else none.
 
     Example:
-        >>> model = load_nanogpt("out/ckpt.pt", device="cuda", dtype=torch.bfloat16)
+        >>> args = dict(n_layer=1, n_head=2, n_embd=8, vocab_size=65, block_size=16, bias=False)
+        >>> state_dict = {name: torch.randn(shape) for name, shape in nanogpt_shapes(args).items()}
+        >>> checkpoint = {"model": state_dict, "model_args": args}   # or its path: out/ckpt.pt
+        >>> model = load_nanogpt(checkpoint, device="cpu", dtype=torch.bfloat16)
+        >>> model.cfg.n_layers, model.cfg.dtype, model.tokenizer   # no GPT-2 vocabulary
+        (1, torch.bfloat16, None)
     """
     dtype = resolve_dtype(dtype, torch.float32)
     if isinstance(checkpoint, dict):
@@ -137,6 +143,7 @@ def load_nanogpt(
         original_architecture="nanoGPT",
         dtype=dtype,
     )
+    cfg.extra[MODEL_NAME_UNSTATED] = True  # a nanoGPT checkpoint names no model
     if tokenizer is None and cfg.tokenizer_name is not None:
         tokenizer = cfg.tokenizer_name
     source = _as_hf_layout(raw, args, tied)

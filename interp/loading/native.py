@@ -17,7 +17,6 @@ import torch
 from safetensors.torch import save_file
 
 from interp.config import HookedTransformerConfig
-from interp.devices import check_device
 from interp.loading.checkpoint import (
     CheckpointError,
     TensorSource,
@@ -29,6 +28,7 @@ from interp.loading.checkpoint import (
 )
 from interp.loading.model_class import model_class
 from interp.tokenizers import tokenizer_from_dict, tokenizer_to_dict
+from interp.utils.devices import check_device
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -42,8 +42,9 @@ def save_native(model: Any, folder: str | Path) -> Path:
     is left out (pass it again to ``load_native``'s caller by setting ``model.tokenizer``).
 
     Example:
-        >>> save_native(model, "checkpoints/my-model")
-        PosixPath('checkpoints/my-model')
+        >>> import tempfile
+        >>> save_native(model, Path(tempfile.mkdtemp()) / "my-model")
+        PosixPath('/.../my-model')
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -62,8 +63,10 @@ def is_native_folder(folder: str | Path) -> bool:
     """Whether ``folder`` holds a checkpoint written by ``save_native`` (not a Hugging Face one).
 
     Example:
-        >>> is_native_folder("checkpoints/my-model")
-        True
+        >>> import tempfile
+        >>> folder = save_native(model, Path(tempfile.mkdtemp()) / "my-model")
+        >>> is_native_folder(folder), is_native_folder(folder.parent)
+        (True, False)
     """
     config_path = Path(folder) / CONFIG_FILE
     if not (config_path.is_file() and (Path(folder) / WEIGHTS_FILE).is_file()):
@@ -85,7 +88,11 @@ def load_native(
     ``device`` (default CPU).
 
     Example:
-        >>> model = load_native("checkpoints/my-model", device="cuda", dtype=torch.bfloat16)
+        >>> import tempfile
+        >>> folder = save_native(model, Path(tempfile.mkdtemp()) / "my-model")
+        >>> copy = load_native(folder, device="cpu", dtype=torch.bfloat16)
+        >>> copy.cfg.dtype, copy.W_Q.dtype, copy.tokenizer is not None
+        (torch.bfloat16, torch.bfloat16, True)
     """
     dtype = None if dtype is None else resolve_dtype(dtype, torch.float32)
     folder = Path(folder)

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from interp.devices import check_device
 from interp.loading.checkpoint import printable, read_config_json, resolve_dtype
 from interp.loading.hf import download_from_hub, folder_tokenizer, from_hf_model, load_hf_folder
 from interp.loading.model_names import (
@@ -29,6 +28,7 @@ from interp.loading.transformer_lens import (
     load_transformer_lens_folder,
 )
 from interp.tokenizers import get_tokenizer
+from interp.utils.devices import check_device
 
 __all__ = ["MODEL_ALIASES", "OFFICIAL_MODEL_NAMES", "get_official_model_name", "load_pretrained"]
 
@@ -61,7 +61,13 @@ def load_pretrained(
     float32 unless ``dtype`` says otherwise; interp's own keep their saved dtype.
 
     Example:
-        >>> model = load_pretrained("gpt2-small", device="cuda", dtype=torch.bfloat16)
+        >>> import tempfile, transformers
+        >>> folder = Path(tempfile.mkdtemp())   # or a hub id ("gpt2"), a TransformerLens name
+        >>> transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, n_positions=16)).save_pretrained(folder)
+        >>> model = load_pretrained(folder, device="cpu", dtype=torch.bfloat16)
+        >>> model.cfg.n_layers, model.cfg.dtype, model.cfg.d_vocab
+        (1, torch.bfloat16, 50257)
     """
     if hf_model is not None:
         model = from_hf_model(hf_model, tokenizer=_hf_model_tokenizer(hf_model, tokenizer))
@@ -88,7 +94,9 @@ def load_pretrained(
                 folder, name=repo_id, device=device, dtype=dtype, tokenizer=tokenizer
             )
         else:
-            model = load_hf_folder(folder, device=device, dtype=dtype, tokenizer=tokenizer)
+            model = load_hf_folder(
+                folder, device=device, dtype=dtype, tokenizer=tokenizer, repo_id=repo_id
+            )
     steps = dict(
         fold_ln=fold_ln,
         center_writing_weights=center_writing_weights,

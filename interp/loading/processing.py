@@ -113,8 +113,9 @@ def fold_layer_norm(model: Any, center_weights: bool = True) -> None:
     RMS norms do not centre, so their readers are never centred.
 
     Example:
-        >>> fold_layer_norm(model); model.cfg.normalization_type
-        'RMSPre'
+        >>> chars = interp.load_model("shakespeare-char")   # layer norms ("LN")
+        >>> fold_layer_norm(chars); chars.cfg.normalization_type
+        'LNPre'
     """
     kind = model.cfg.normalization_type
     problem = _fold_ln_problem(model)
@@ -191,7 +192,8 @@ def center_writing_weights(model: Any) -> None:
     """Give every weight writing to the residual stream zero mean over d_model.
 
     Example:
-        >>> center_writing_weights(model); model.W_E.mean(-1).abs().max() < 1e-6
+        >>> chars = interp.load_model("shakespeare-char")
+        >>> center_writing_weights(chars); chars.W_E.mean(-1).abs().max() < 1e-6
         tensor(True)
     """
     problem = _center_writing_problem(model)
@@ -215,7 +217,8 @@ def center_unembed(model: Any) -> None:
     """Give W_U [d_model, d_vocab] and b_U zero mean over the vocabulary.
 
     Example:
-        >>> center_unembed(model); model.W_U.mean(-1).abs().max() < 1e-6
+        >>> chars = interp.load_model("shakespeare-char")
+        >>> center_unembed(chars); chars.W_U.mean(-1).abs().max() < 1e-6
         tensor(True)
     """
     problem = _center_unembed_problem(model)
@@ -234,7 +237,8 @@ def fold_value_biases(model: Any) -> None:
     Exact because each query's attention weights sum to 1, so b_V reaches the output whole.
 
     Example:
-        >>> fold_value_biases(model); bool((model.b_V == 0).all())
+        >>> chars = interp.load_model("shakespeare-char")
+        >>> fold_value_biases(chars); bool((chars.b_V == 0).all())
         True
     """
     for block in model.blocks:
@@ -254,8 +258,10 @@ def refactor_factored_attn_matrices(model: Any) -> None:
     a rotation (orthonormal rows). b_V is folded into b_O first.
 
     Example:
-        >>> refactor_factored_attn_matrices(model)
-        >>> torch.allclose(model.W_O[0, 0] @ model.W_O[0, 0].T, torch.eye(model.cfg.d_head))
+        >>> chars = interp.load_model("shakespeare-char")
+        >>> refactor_factored_attn_matrices(chars)
+        >>> W_O = chars.W_O[0, 0]   # [d_head, d_model]: orthonormal rows
+        >>> torch.allclose(W_O @ W_O.T, torch.eye(chars.cfg.d_head), atol=1e-5)
         True
     """
     problem = _refactor_problem(model)
@@ -320,8 +326,9 @@ def skipped_steps(model: Any, **wanted: bool) -> dict[str, str]:
     warning, as TransformerLens does; ``process_weights`` refuses them.
 
     Example:
-        >>> skipped_steps(llama, fold_ln=True, center_writing_weights=True)
-        {'center_writing_weights': "center_writing_weights needs layer norms ..."}
+        >>> skipped_steps(model, fold_ln=True, center_writing_weights=True)   # no norms
+        {'fold_ln': 'fold_ln needs a model with layer norms or RMS norms ...',
+         'center_writing_weights': "center_writing_weights needs layer norms ..."}
     """
     reasons = {name: _STEPS[name][1](model) for name in _SKIPPED_BY_TRANSFORMER_LENS}
     if model.cfg.positional_embedding_type == "shortformer":
@@ -346,8 +353,15 @@ def process_weights(
     as they were.
 
     Example:
-        >>> process_weights(model, fold_ln=True, center_writing_weights=False,
-        ...                 center_unembed=False, fold_value_biases=False)
+        >>> chars = interp.load_model("shakespeare-char")
+        >>> chars = process_weights(chars, fold_ln=True, center_writing_weights=False,
+        ...                         center_unembed=False, fold_value_biases=False)
+        >>> chars.cfg.normalization_type
+        'LNPre'
+        >>> process_weights(model)   # attn-only-2l has no layer norm to fold
+        Traceback (most recent call last):
+        ...
+        ValueError: ...fold_ln...
     """
     wanted = {
         "fold_ln": fold_ln,

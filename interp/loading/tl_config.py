@@ -17,8 +17,13 @@ field of the config (Llama's ``rope_theta`` and rope scaling, Qwen's context len
 model's ``cfg`` can differ from this in the fields TL ignores or caps.
 
 Example:
-    >>> get_pretrained_model_config("pythia-70m").rotary_dim     # from the cached config.json
-    16
+    >>> import tempfile, transformers
+    >>> folder = Path(tempfile.mkdtemp())   # "pythia-70m" reads the cached hub config.json
+    >>> transformers.GPTNeoXConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1,
+    ...     intermediate_size=128, vocab_size=100, rotary_pct=0.25,
+    ...     architectures=["GPTNeoXForCausalLM"]).save_pretrained(folder)
+    >>> get_pretrained_model_config(str(folder)).rotary_dim   # a quarter of d_head = 16
+    4
 """
 
 from __future__ import annotations
@@ -421,7 +426,11 @@ def get_pretrained_model_config(
     model's config dict) gives the vocabulary size.
 
     Example:
-        >>> get_pretrained_model_config("gpt2", fold_ln=True).normalization_type
+        >>> import tempfile, transformers
+        >>> folder = Path(tempfile.mkdtemp())   # or a name: "gpt2" (in the Hugging Face cache)
+        >>> transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2,
+        ...                         architectures=["GPT2LMHeadModel"]).save_pretrained(folder)
+        >>> get_pretrained_model_config(str(folder), fold_ln=True).normalization_type
         'LNPre'
     """
     if checkpoint_index is not None or checkpoint_value is not None:

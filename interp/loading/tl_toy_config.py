@@ -3,8 +3,18 @@ gelu and SoLU models): recognising it, and TL 2.18's config dict of it
 (``convert_neel_model_config``'s fields).
 
 Example:
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> config = {"n_layers": 2, "d_model": 128, "d_mlp": 512, "d_head": 64, "n_heads": 1,
+    ...           "n_ctx": 64, "d_vocab": 512, "act_fn": "gelu_new", "attn_only": True,
+    ...           "normalization": None}   # a toy model's (attn-only-2l's shape)
+    >>> _ = (folder / "config.json").write_text(json.dumps(config))
+    >>> from interp.loading.checkpoint import read_config_json
     >>> is_transformer_lens_config(read_config_json(folder / "config.json"))
     True
+    >>> is_transformer_lens_config({"model_type": "gpt2", "n_embd": 768})   # Hugging Face's
+    False
 """
 
 from __future__ import annotations

@@ -25,8 +25,15 @@ def tokenizer_from_folder(folder: str | Path) -> HuggingFaceTokenizer | None:
     has no tokenizer files.
 
     Example:
-        >>> tokenizer_from_folder("Llama-3.2-1B").encode("Hello", add_special_tokens=False)
-        [9906]
+        >>> import tempfile
+        >>> from tokenizers import Tokenizer, models, pre_tokenizers
+        >>> saved = Tokenizer(models.WordLevel({"Hello": 0, "world": 1, "[UNK]": 2}, "[UNK]"))
+        >>> saved.pre_tokenizer = pre_tokenizers.Whitespace()
+        >>> folder = Path(tempfile.mkdtemp()); saved.save(str(folder / "tokenizer.json"))
+        >>> tokenizer_from_folder(folder).encode("Hello world", add_special_tokens=False)
+        [0, 1]
+        >>> tokenizer_from_folder(tempfile.mkdtemp()) is None   # no tokenizer files
+        True
     """
     folder = Path(folder)
     if not any((folder / name).is_file() for name in HF_TOKENIZER_FILES):

@@ -32,6 +32,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.model_class import model_class
+from interp.loading.model_names import MODEL_NAME_UNSTATED
 from interp.loading.tl_toy_config import neel_config_dict
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
 
@@ -51,7 +52,9 @@ def load_transformer_lens_state_dict(
     ``normalization_type="LNPre"``.
 
     Example:
-        >>> model = load_transformer_lens_state_dict("tl_gpt2.pt", cfg, device="cuda")
+        >>> copy = load_transformer_lens_state_dict(model.state_dict(), model.cfg, device="cpu")
+        >>> torch.equal(copy.blocks[1].attn.W_K, model.blocks[1].attn.W_K)
+        True
     """
     cfg = HookedTransformerConfig.unwrap(cfg)
     name = "The TransformerLens state dict"
@@ -88,9 +91,19 @@ def load_transformer_lens_folder(
     when it is there, else the model has none (a warning says how to give one).
 
     Example:
-        >>> model = load_transformer_lens_folder("NeelNanda-GELU_1L512W_C4_Code")
+        >>> import json, tempfile
+        >>> folder = Path(tempfile.mkdtemp()) / "my-toy"; folder.mkdir()
+        >>> config = {"n_layers": 2, "d_model": 128, "d_mlp": 512, "d_head": 64, "n_heads": 1,
+        ...           "n_ctx": 64, "d_vocab": 512, "act_fn": "gelu_new", "attn_only": True,
+        ...           "normalization": None}   # TL's format, attn-only-2l's shape
+        >>> _ = (folder / "config.json").write_text(json.dumps(config))
+        >>> torch.save(model.state_dict(), folder / "model_final.pth")
+        >>> toy = load_transformer_lens_folder(folder)   # or a snapshot of NeelNanda/...
+        >>> toy.cfg.model_name, torch.allclose(toy(tokens), model(tokens))
+        ('my-toy', True)
     """
     folder = Path(folder)
+    stated = name is not None  # a hub repo names the model; a local folder's name does not
     name = name or folder.name
     values = read_config_json(folder / "config.json")
     try:
@@ -109,6 +122,10 @@ def load_transformer_lens_folder(
             f"{printable(weights[0])} holds a {type(state_dict).__name__}, not a state dict."
         )
     cfg = HookedTransformerConfig(**fields, model_name=name.split("/")[-1])
+    if not stated and isinstance(values.get("model_name"), str) and values["model_name"]:
+        cfg.model_name = values["model_name"]  # the folder's config names the model
+    elif not stated:
+        cfg.extra[MODEL_NAME_UNSTATED] = True
     if cfg.original_architecture == "neel-solu-old":
         state_dict = convert_neel_solu_old_weights(state_dict, cfg)
     state_dict = _with_missing_biases(state_dict, cfg, weights[0])

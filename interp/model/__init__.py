@@ -5,7 +5,7 @@ it is built from: ``generation`` (``generate`` with the key/value cache), ``weig
 (the stacked weights ``W_Q``... and ``QK``/``OV``), ``constructors`` (``from_pretrained``,
 ``from_pretrained_no_processing``, ``from_nanogpt``, ``process_weights_``, ``save``) and
 ``opt_in_hooks`` (the ``set_use_*`` switches); ``loss`` is the next-token loss. Tokens in
-and out are ``interp.tokenization``.
+and out are ``interp.model.tokenization``.
 
 Example:
     >>> from interp.model import HookedTransformer

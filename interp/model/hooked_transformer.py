@@ -1,7 +1,7 @@
 """HookedTransformer: a GPT-2-family model whose every activation is a named hook point.
 
 This file is the model and its forward pass; the rest of TransformerLens's methods come from
-one mixin per concept: tokens in and out (``interp.tokenization``), ``generate`` (``generation``),
+one mixin per concept: tokens in and out (``tokenization``), ``generate`` (``generation``),
 the stacked weights ``W_Q``... (``weight_views``), ``from_pretrained``... (``constructors``)
 and the ``set_use_*`` switches (``opt_in_hooks``). The loss is ``loss``.
 """
@@ -19,15 +19,15 @@ from torch import Tensor, nn
 from interp.cache.kv_cache import KeyValueCache
 from interp.components import Embed, PosEmbed, TransformerBlock, Unembed, make_norm
 from interp.config import HookedTransformerConfig
-from interp.devices import check_device
 from interp.hooks import HookedRootModule, HookPoint, NamesFilter
 from interp.model.constructors import ModelLoadingMixin
 from interp.model.generation import GenerationMixin
 from interp.model.loss import lm_cross_entropy_loss
 from interp.model.opt_in_hooks import OptInHooksMixin
+from interp.model.tokenization import PaddingSide, TokenizationMixin
 from interp.model.weight_views import WeightViewsMixin
-from interp.tokenization import PaddingSide, TokenizationMixin
 from interp.tokenizers import get_tokenizer
+from interp.utils.devices import check_device
 
 __all__ = ["HookedTransformer", "ReturnType", "TextOrTokens", "lm_cross_entropy_loss"]
 

@@ -35,6 +35,9 @@ def model_card(name: str) -> str:
 
     Example:
         >>> print(interp.models.model_card("shakespeare-char"))
+        # shakespeare-char
+        <BLANKLINE>
+        A character-level GPT trained on tiny-shakespeare ...
     """
     return (_model_folder(name) / "MODEL_CARD.md").read_text(encoding="utf-8")
 
@@ -49,6 +52,10 @@ def load_model(
     Example:
         >>> model = interp.load_model("attn-only-2l")
         >>> logits, cache = model.run_with_cache(tokens)
+        >>> logits.shape   # [batch, pos, d_vocab]
+        torch.Size([1, 21, 512])
+        >>> interp.load_model("shakespeare-char", dtype=torch.bfloat16).cfg.dtype
+        torch.bfloat16
     """
     return load_native(_model_folder(name), device=device, dtype=dtype)
 

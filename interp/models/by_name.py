@@ -2,8 +2,13 @@
 (what ``interp``'s ``--model`` and ``interp.harvest.harvest(model="...")`` take).
 
 Example:
+    >>> import tempfile
+    >>> from interp.loading.native import save_native
     >>> model = load_named_model("attn-only-2l")            # shipped with interp
-    >>> model = load_named_model("checkpoints/my-model")    # interp or Hugging Face format
+    >>> folder = save_native(model, Path(tempfile.mkdtemp()) / "my-model")
+    >>> model = load_named_model(str(folder))               # interp or Hugging Face format
+    >>> model.cfg.n_layers
+    2
 """
 
 from __future__ import annotations
@@ -30,7 +35,13 @@ def load_named_model(name_or_path: str) -> HookedTransformer:
     name; a checkpoint that fails to load, a ``ModelLoadError``.
 
     Example:
-        >>> load_named_model("attn-only-2l"); load_named_model("checkpoints/my-model")
+        >>> load_named_model("attn-only-2l").cfg.model_name
+        'attn-only-2l'
+        >>> import tempfile
+        >>> load_named_model(tempfile.mkdtemp())   # a folder, but no checkpoint in it
+        Traceback (most recent call last):
+        ...
+        interp.models.by_name.ModelLoadError: Could not load '...': ... has no config.json: ...
     """
     shipped = list_models()
     if name_or_path in shipped:

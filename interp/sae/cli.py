@@ -2,10 +2,13 @@
 
     interp features --model NAME_OR_PATH --sae NAME_OR_FOLDER --data FILE --out DIR
         [--n-features N] [--k N] [--seq-len N] [--max-tokens N] [--prompt TEXT ...]
+        [--allow-model-mismatch]
     interp report --model M --prompt TEXT --out FILE --sae NAME_OR_FOLDER [--sae-data FILE]
+        [--allow-model-mismatch]
 
 Exit codes as ``interp``'s: 0 ok, 1 runtime error, 2 usage error (an unknown model or SAE,
-an SAE that does not fit the model, a data file that cannot be read or is too short).
+an SAE that does not fit the model or whose config names another model, unless
+--allow-model-mismatch, a data file that cannot be read or is too short).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from interp.cli_support import UsageError, terminal_text
+from interp.cli.support import UsageError, terminal_text
 from interp.models.by_name import load_named_model
 
 MAX_REPORT_CARDS = 30  # feature cards in a report: the prompt's strongest features
@@ -51,7 +54,18 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--prompt", action="append", default=[], help="also write a prompt view (repeatable)"
     )
+    add_allow_model_mismatch(parser)
     parser.set_defaults(run=run, parser=parser)
+
+
+def add_allow_model_mismatch(parser: argparse.ArgumentParser) -> None:
+    """``--allow-model-mismatch``: use an SAE whose config names another model."""
+    parser.add_argument(
+        "--allow-model-mismatch",
+        action="store_true",
+        help="use an --sae whose config names another model than --model (refused by "
+        "default: its features mean nothing there)",
+    )
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +80,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="a text file whose top-activating contexts the feature cards show (default: the "
         "prompt itself)",
     )
+    add_allow_model_mismatch(parser)
 
 
 def read_text(path: str, max_chars: int | None = None) -> str:
@@ -81,8 +96,9 @@ def read_text(path: str, max_chars: int | None = None) -> str:
     return text if max_chars is None else text[:max_chars]
 
 
-def load_checked_sae(model: Any, name_or_path: str) -> Any:
-    """The SAE, checked against the model (hook and width) before anything runs."""
+def load_checked_sae(model: Any, name_or_path: str, allow_model_mismatch: bool = False) -> Any:
+    """The SAE, checked against the model (the model it names, hook and width) before
+    anything runs."""
     from interp.sae.formats import SAEFormatError
     from interp.sae.shipped import load_sae
     from interp.sae.splice import HookedSAETransformer
@@ -93,7 +109,7 @@ def load_checked_sae(model: Any, name_or_path: str) -> Any:
         raise UsageError(str(error)) from error
     spliced = HookedSAETransformer.from_model(model)
     try:
-        with spliced.saes([sae]):
+        with spliced.saes([sae], allow_model_mismatch=allow_model_mismatch):
             pass
     except (KeyError, ValueError) as error:
         raise UsageError(error.args[0] if error.args else str(error)) from error
@@ -106,7 +122,7 @@ def run(args: argparse.Namespace) -> None:
     from interp.sae.views import write_feature_pages
 
     model = load_named_model(args.model)
-    sae = load_checked_sae(model, args.sae)
+    sae = load_checked_sae(model, args.sae, args.allow_model_mismatch)
     text = read_text(args.data)
     try:
         windows = text_windows(model, text, args.seq_len)
@@ -129,9 +145,12 @@ def run(args: argparse.Namespace) -> None:
     )
 
 
-def report_sections(model: Any, prompt: str, sae_name: str, data: str | None) -> list[str]:
+def report_sections(
+    model: Any, prompt: str, sae_name: str, data: str | None, allow_model_mismatch: bool = False
+) -> list[str]:
     """The report's SAE section: the prompt view, linking to a card for each of its
-    ``MAX_REPORT_CARDS`` strongest features.
+    ``MAX_REPORT_CARDS`` strongest features (``allow_model_mismatch``: use an SAE whose
+    config names another model).
 
     Example:
         >>> report_sections(model, "ROMEO:", "shakespeare-char-resid-l1", None)
@@ -140,7 +159,7 @@ def report_sections(model: Any, prompt: str, sae_name: str, data: str | None) ->
     from interp.sae.views import FEATURE_STYLE, feature_section, prompt_view
     from interp.viz.html import escape_text
 
-    sae = load_checked_sae(model, sae_name)
+    sae = load_checked_sae(model, sae_name, allow_model_mismatch)
     _, features = prompt_view(model, sae, prompt, link=lambda f: None)
     carded = features[:MAX_REPORT_CARDS]  # the strongest; the others are shown unlinked
     table, _ = prompt_view(

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from interp.hooks import HookedRootModule, HookPoint
 from interp.model import HookedTransformer
+from interp.sae.model_match import check_model_match
 from interp.sae.sae import SAE
 
 # SAELens's HookedSAETransformer adds ``mlp.hook_in``; ours is the block's opt-in hook_mlp_in.
@@ -163,12 +164,16 @@ class SAESplicingMixin:
                 "model and hook."
             )
 
-    def add_sae(self, sae: SAE, use_error_term: bool | None = None) -> None:
+    def add_sae(
+        self, sae: SAE, use_error_term: bool | None = None, allow_model_mismatch: bool = False
+    ) -> None:
         """Splice ``sae`` at its hook (replacing any SAE there) until ``reset_saes``.
 
         ``use_error_term=True`` adds back what the SAE fails to reconstruct, so the model's
         output is unchanged until a hook edits the features; None uses
-        ``sae.use_error_term``. Everything is checked before the model changes.
+        ``sae.use_error_term``. An SAE whose config names another model (``model_name``) is
+        a ``ModelMismatchError`` unless ``allow_model_mismatch=True``
+        (``interp.sae.model_match``). Everything is checked before the model changes.
 
         Example:
             >>> model.add_sae(sae)
@@ -177,6 +182,7 @@ class SAESplicingMixin:
         """
         if not isinstance(sae, SAE):
             raise TypeError(f"add_sae takes an interp.sae.SAE, got {type(sae).__name__}.")
+        check_model_match(sae, self, allow_model_mismatch)
         input_hook = self._resolve_hook(sae.cfg.hook_name, "the hook", sae)
         output_hook = input_hook
         if sae.cfg.is_transcoder:
@@ -239,9 +245,10 @@ class SAESplicingMixin:
         saes: SAE | Sequence[SAE] = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        allow_model_mismatch: bool = False,
     ) -> Iterator[Any]:
         """Splice ``saes`` for the body of a ``with`` block; on exit (raising or not) remove
-        them and put back the SAEs they replaced.
+        them and put back the SAEs they replaced. ``allow_model_mismatch`` as ``add_sae``'s.
 
         Example:
             >>> with model.saes([sae], use_error_term=True):
@@ -251,15 +258,15 @@ class SAESplicingMixin:
         before = dict(self._splices)
         try:
             for sae in saes:
-                self.add_sae(sae, use_error_term=use_error_term)
+                self.add_sae(sae, use_error_term, allow_model_mismatch)
             yield self
         finally:
             if reset_saes_end:
                 for name in [n for n, s in self._splices.items() if before.get(n) is not s]:
                     self._remove_splice(name)
                 for name, splice in before.items():
-                    if name not in self._splices:
-                        self.add_sae(splice.sae, use_error_term=splice.use_error_term)
+                    if name not in self._splices:  # accepted once already
+                        self.add_sae(splice.sae, splice.use_error_term, allow_model_mismatch=True)
                 self.setup()
 
     def run_with_saes(
@@ -268,6 +275,7 @@ class SAESplicingMixin:
         saes: SAE | Sequence[SAE] = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        allow_model_mismatch: bool = False,
         **model_kwargs: Any,
     ) -> Any:
         """One forward pass with ``saes`` spliced.
@@ -275,7 +283,7 @@ class SAESplicingMixin:
         Example:
             >>> logits = model.run_with_saes(tokens, saes=[sae])
         """
-        with self.saes(saes, reset_saes_end, use_error_term):
+        with self.saes(saes, reset_saes_end, use_error_term, allow_model_mismatch):
             return self(*model_args, **model_kwargs)
 
     def run_with_cache_with_saes(
@@ -284,6 +292,7 @@ class SAESplicingMixin:
         saes: SAE | Sequence[SAE] = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        allow_model_mismatch: bool = False,
         **kwargs: Any,
     ) -> tuple[Any, Any]:
         """``run_with_cache`` with ``saes`` spliced; the cache holds their hook points too.
@@ -292,7 +301,7 @@ class SAESplicingMixin:
             >>> _, cache = model.run_with_cache_with_saes(tokens, saes=[sae])
             >>> cache["blocks.1.hook_resid_post.hook_sae_acts_post"]
         """
-        with self.saes(saes, reset_saes_end, use_error_term):
+        with self.saes(saes, reset_saes_end, use_error_term, allow_model_mismatch):
             return self.run_with_cache(*model_args, **kwargs)
 
     def run_with_hooks_with_saes(
@@ -304,6 +313,7 @@ class SAESplicingMixin:
         bwd_hooks: Sequence[tuple[Any, Any]] = (),
         reset_hooks_end: bool = True,
         clear_contexts: bool = False,
+        allow_model_mismatch: bool = False,
         **model_kwargs: Any,
     ) -> Any:
         """``run_with_hooks`` with ``saes`` spliced (e.g. to ablate or steer features).
@@ -314,7 +324,7 @@ class SAESplicingMixin:
             >>> model.run_with_hooks_with_saes(tokens, saes=[sae],
             ...     fwd_hooks=[("blocks.1.hook_resid_post.hook_sae_acts_post", ablate)])
         """
-        with self.saes(saes, reset_saes_end):
+        with self.saes(saes, reset_saes_end, allow_model_mismatch=allow_model_mismatch):
             return self.run_with_hooks(
                 *model_args,
                 fwd_hooks=fwd_hooks,

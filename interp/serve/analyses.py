@@ -3,6 +3,7 @@
 (the shapes of ``interp.serve.schemas``).
 
 Example:
+    >>> from interp.serve.worker import Workers
     >>> worker = Workers({"attn-only-2l": interp.load_model("attn-only-2l")})["attn-only-2l"]
     >>> prompt_summary(worker, "1 2 3 1 2")["top_predictions"][0]["token"]
     '3'
@@ -232,9 +233,23 @@ class PatchingPlan:
     runs of one layer's residual stream or heads a step), so a job can report progress, stop
     between steps, and let other requests use the model.
 
+    Args:
+        worker: the served model that runs the sweep.
+        prompt: the clean prompt.
+        corrupted: a prompt of the same length in tokens.
+        answer: the token whose logit difference is measured (None: the clean run's top
+            prediction).
+        wrong_answer: the token it is measured against (None: the corrupted run's top one).
+
     Example:
+        >>> from interp.serve.worker import Workers
+        >>> worker = Workers({"attn-only-2l": model})["attn-only-2l"]
         >>> plan = PatchingPlan(worker, "1 2 3 1 2", "1 5 3 1 2", None, None)
-        >>> result = plan.run(lambda: None)
+        >>> plan.total   # steps: each layer's resid_pre, then its heads
+        4
+        >>> result = plan.run(lambda: None)   # the callable is called after each step
+        >>> result["answer"], result["wrong_answer"]   # '3' follows '1 2' in the prompt
+        ('3', ...)
     """
 
     def __init__(

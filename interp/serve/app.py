@@ -22,8 +22,14 @@ scripts from a CDN).
     DELETE /api/jobs/{id}          cancel a job
 
 Example:
+    >>> from fastapi.testclient import TestClient
     >>> app = create_app({"attn-only-2l": interp.load_model("attn-only-2l")})
-    >>> uvicorn.run(app, host="127.0.0.1", port=8000)
+    >>> # uvicorn.run(app, host="127.0.0.1", port=8000) serves it; here a test client asks
+    >>> with TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 5000)) as client:
+    ...     body = {"model": "attn-only-2l", "prompt": "1 2 3 1 2"}
+    ...     reply = client.post("/api/prompt", json=body)
+    >>> reply.status_code, reply.json()["tokens"], reply.json()["top_predictions"][0]["token"]
+    (200, ['<|bos|>', '1', '2', '3', '1', '2'], '3')
 """
 
 from __future__ import annotations
@@ -117,7 +123,14 @@ def create_app(
     its path or an ``interp.viz.graph_view.GraphView``) the pages of ``/graph``.
 
     Example:
+        >>> from fastapi.testclient import TestClient
         >>> app = create_app({"attn-only-2l": interp.load_model("attn-only-2l")}, token=None)
+        >>> with TestClient(app) as stranger:   # not a loopback client: refused
+        ...     stranger.get("/api/models").status_code
+        403
+        >>> with TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 5000)) as local:
+        ...     [m["name"] for m in local.get("/api/models").json()["models"]]
+        ['attn-only-2l']
     """
     workers = Workers(models, saes, max_tokens)
     jobs = Jobs()

@@ -7,8 +7,17 @@ bundles are cached for a day (``max-age``); the page's own scripts are revalidat
 load (``no-cache``), so an edited ``app.js`` is seen at once.
 
 Example:
-    >>> asset = Asset.of(Path("static/app.js"), "text/javascript", max_age=0)
-    >>> response = asset.response(request)   # 200 (gzip when accepted) or 304
+    >>> from starlette.requests import Request
+    >>> def request(**headers):   # what the browser sends
+    ...     raw = [(k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()]
+    ...     return Request({"type": "http", "method": "GET", "headers": raw})
+    >>> app_js = Path(interp.serve.__file__).with_name("static") / "app.js"
+    >>> asset = Asset.of(app_js, "text/javascript", max_age=0)
+    >>> response = asset.response(request(accept_encoding="gzip"))
+    >>> response.status_code, response.headers["content-encoding"]
+    (200, 'gzip')
+    >>> asset.response(request(if_none_match=asset.etag)).status_code   # the browser has it
+    304
 """
 
 from __future__ import annotations

@@ -56,9 +56,22 @@ async def _refuse(send: Any, status: int, message: str) -> None:
 class Guard:
     """ASGI middleware: the token or locality check and the body limit (see the module).
 
+    Args:
+        app: the ASGI app behind the gate.
+        token: the secret every request must carry, or None to answer loopback clients only.
+        max_body: the largest request body in bytes.
+
     Example:
+        >>> from fastapi import FastAPI
+        >>> from fastapi.testclient import TestClient
+        >>> fastapi_app = FastAPI()
+        >>> _ = fastapi_app.get("/")(lambda: "hello")
         >>> app = Guard(fastapi_app, token=None)            # loopback clients only
+        >>> TestClient(app, client=("10.0.0.2", 5000)).get("/").status_code
+        403
         >>> app = Guard(fastapi_app, token="s3cret")        # anyone who has the token
+        >>> TestClient(app, client=("10.0.0.2", 5000)).get("/?token=s3cret").json()
+        'hello'
     """
 
     def __init__(self, app: Any, token: str | None, max_body: int = MAX_BODY) -> None:

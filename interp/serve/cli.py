@@ -14,11 +14,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
-from interp.cli_support import CommandError, UsageError, terminal_text
+from interp.cli.support import CommandError, UsageError, terminal_text
 from interp.models.by_name import load_named_model
 from interp.serve.auth import is_loopback
+from interp.serve.web_stack import require_web_stack
 from interp.serve.worker import MAX_TOKENS
 
 DEFAULT_PORT = 8000
@@ -43,6 +42,12 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--sae", action="append", default=[], metavar="PATH", help="an SAE to show features of"
+    )
+    serve.add_argument(
+        "--allow-model-mismatch",
+        action="store_true",
+        help="attach an --sae whose config names another model than the one served "
+        "(refused by default: its features mean nothing there)",
     )
     serve.add_argument(
         "--data",
@@ -89,15 +94,27 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return serve
 
 
-def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
+def attach_saes(
+    models: dict[str, Any], sae_paths: list[str], allow_model_mismatch: bool = False
+) -> dict[str, Any]:
     """Each SAE (a shipped name or a folder) by the served model it reads: the one its config
-    names (``model_name``), or the only model served when it names none. A ``UsageError``
-    when it cannot be loaded, matches no model or two, or names a hook the model lacks.
+    names (``model_name``, as ``interp.sae.model_match`` compares names), or the only model
+    served when it names none, when that model names none, or with
+    ``allow_model_mismatch``. A ``UsageError`` when it cannot be loaded, matches no model
+    or two, or names a hook the model lacks.
 
     Example:
-        >>> attach_saes({"shakespeare-char": model}, ["shakespeare-char-resid-l1"])
+        >>> chars = interp.load_model("shakespeare-char")
+        >>> attach_saes({"shakespeare-char": chars}, ["shakespeare-char-resid-l1"])
+        {'shakespeare-char': SAE(topk, d_in=128, d_sae=1024, hook='blocks.1.hook_resid_post')}
     """
     from interp.sae import load_sae
+    from interp.sae.model_match import (
+        ModelMismatchError,
+        belongs_to,
+        check_model_match,
+        same_model,
+    )
 
     saes: dict[str, Any] = {}
     for path in sae_paths:
@@ -105,16 +122,21 @@ def attach_saes(models: dict[str, Any], sae_paths: list[str]) -> dict[str, Any]:
             sae = load_sae(path)
         except (ValueError, OSError) as error:
             raise UsageError(f"--sae {path!r} cannot be loaded: {error}") from error
-        named = [
+        wanted = sae.cfg.model_name
+        targets = [
             name
             for name, model in models.items()
-            if sae.cfg.model_name in (name, model.cfg.model_name)
+            if wanted and (belongs_to(sae, model) or same_model(wanted, name))
         ]
-        unnamed = sae.cfg.model_name is None and len(models) == 1
-        targets = list(models) if unnamed else named
+        if not targets and len(models) == 1:  # the only model: if it is not another one
+            targets = list(models)
+            try:
+                check_model_match(sae, models[targets[0]], allow_model_mismatch, f"--sae {path!r}")
+            except ModelMismatchError as error:
+                raise UsageError(str(error)) from error
         if len(targets) != 1:
             raise UsageError(
-                f"--sae {path!r} is for model {sae.cfg.model_name!r}, which is not exactly one "
+                f"--sae {path!r} is for model {wanted!r}, which is not exactly one "
                 f"of the models served ({', '.join(models)}); serve that model with --model."
             )
         model = models[targets[0]]
@@ -174,6 +196,12 @@ def graph_views(paths: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> None:
+    try:
+        require_web_stack()
+    except ImportError as error:
+        raise CommandError(str(error)) from None
+    import uvicorn
+
     from interp.serve.app import create_app
     from interp.serve.server import bind_socket
 
@@ -194,7 +222,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"--host {terminal_text(args.host)} is not local: requests need this token: {token}")
     graphs = graph_views(args.graph)  # before the models load: a bad file fails at once
     models = {name: load_named_model(name) for name in args.model}
-    saes = attach_saes(models, args.sae)
+    saes = attach_saes(models, args.sae, args.allow_model_mismatch)
     indexes = feature_indexes(models, saes, args.data, args.cache_dir, args.max_data_tokens)
     app = create_app(
         models,

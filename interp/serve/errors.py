@@ -8,6 +8,9 @@ class ApiError(Exception):
 
     Example:
         >>> raise ApiError(404, "unknown model 'gpt3'; this server serves: attn-only-2l")
+        Traceback (most recent call last):
+        ...
+        interp.serve.errors.ApiError: unknown model 'gpt3'; this server serves: attn-only-2l
     """
 
     def __init__(self, status: int, message: str) -> None:

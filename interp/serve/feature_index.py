@@ -8,8 +8,16 @@ and config, the SAE's weights and config, the data file's bytes and the mining s
 second start with the same inputs reads the file; any change computes (and writes) anew.
 
 Example:
-    >>> index = FeatureIndex.build(model, sae, "input.txt", cache_dir="~/.cache/interp")
-    >>> index.from_cache, index.stats.density[7]
+    >>> import tempfile
+    >>> chars = interp.load_model("shakespeare-char")
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> folder = Path(tempfile.mkdtemp())   # default cache_dir: ~/.cache/interp
+    >>> _ = (folder / "input.txt").write_text("To be, or not to be, that is the question. " * 8)
+    >>> index = FeatureIndex.build(chars, sae, folder / "input.txt", cache_dir=folder)
+    >>> index.from_cache, index.stats.density.shape   # computed: [d_sae]
+    (False, torch.Size([1024]))
+    >>> FeatureIndex.build(chars, sae, folder / "input.txt", cache_dir=folder).from_cache
+    True
 """
 
 from __future__ import annotations
@@ -83,7 +91,18 @@ class FeatureIndex:
         batch_size: int = 32,
     ) -> FeatureIndex:
         """Read the index from ``cache_dir`` (default ``default_cache_dir()``) or compute it
-        over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there."""
+        over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there.
+
+        Args:
+            model: the model the SAE reads.
+            sae: the SAE whose features are indexed.
+            data_path: the text the statistics are computed over.
+            cache_dir: where index files are kept.
+            k: the top contexts kept per feature.
+            seq_len: the tokens in each context window (default: the model's ``n_ctx``).
+            max_tokens: the most tokens used, in whole windows (default: all).
+            batch_size: the windows in one forward pass.
+        """
         from interp.sae.features import (
             FeatureStats,
             text_windows,

@@ -12,7 +12,14 @@
                                           edits (``interp.serve.steering``)
 
 Example:
-    >>> add_feature_routes(api, workers, {"shakespeare-char": index}, in_worker, PAGE_HEADERS)
+    >>> from fastapi.testclient import TestClient
+    >>> from interp.serve import create_app
+    >>> chars = interp.load_model("shakespeare-char")
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> app = create_app({"shakespeare-char": chars}, saes={"shakespeare-char": sae})
+    >>> with TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 5000)) as client:
+    ...     client.get("/api/features/shakespeare-char").json()
+    {'model': 'shakespeare-char', 'hook': 'blocks.1.hook_resid_post', 'd_sae': 1024}
 """
 
 from __future__ import annotations

@@ -7,7 +7,13 @@
     GET /graph/{slug}         one of those graphs
 
 Example:
-    >>> app = create_app(models, graphs={"capital": "graphs/capital.json"})  # then /graph/capital
+    >>> from fastapi.testclient import TestClient
+    >>> from interp.serve import create_app
+    >>> graph = {"metadata": {"slug": "capital"}, "qParams": {}, "nodes": [], "links": []}
+    >>> app = create_app({"attn-only-2l": model}, graphs={"capital": graph})  # or its path
+    >>> with TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 5000)) as client:
+    ...     client.get("/graph/capital").status_code
+    200
 """
 
 from __future__ import annotations

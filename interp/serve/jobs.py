@@ -4,7 +4,11 @@ step, and stop at the next step when cancelled.
 Example:
     >>> jobs = Jobs()
     >>> job = jobs.start(total=4, work=lambda step: [step() for _ in range(4)] and {})
-    >>> jobs.get(job.id).state   # "running", then "done"
+    >>> jobs.get(job.id).state in ("running", "done")   # running, then done
+    True
+    >>> jobs.shutdown()   # waits for the job threads
+    >>> job.status()["state"], job.done
+    ('done', 4)
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ class Dashboard:
     """A running dashboard: ``url``, ``stop()`` (frees the port), and an IFrame in a notebook.
 
     Example:
-        >>> board = interp.serve.dashboard(model, prompt="1 2 3 1 2")
-        >>> board          # the page, in an IFrame
-        >>> board.stop()
+        >>> board = interp.serve.dashboard(model, prompt="1 2 3 1 2")   # on 127.0.0.1
+        >>> board          # in a notebook: the page, in an IFrame
+        Dashboard('http://127.0.0.1:.../', running)
+        >>> board.stop(); board
+        Dashboard('http://127.0.0.1:.../', stopped)
     """
 
     def __init__(self, server: BackgroundServer, start_url: str, height: int) -> None:
@@ -61,10 +63,13 @@ def dashboard(
 ) -> Dashboard:
     """Start the ``interp serve`` app for ``model`` (or ``{name: model}``) in a background
     thread on a free 127.0.0.1 port; display the result to see the page in an IFrame.
-    ``prompt`` fills the prompt box; ``options`` go to ``interp.serve.create_app``.
+    ``prompt`` fills the prompt box; ``height`` is the IFrame's, in pixels; ``options`` go to
+    ``interp.serve.create_app``.
 
     Example:
         >>> board = interp.serve.dashboard(interp.load_model("attn-only-2l"), prompt="1 2 3 1 2")
+        >>> board.start_url
+        'http://127.0.0.1:...#model=attn-only-2l&prompt=1%202%203%201%202'
         >>> board.stop()
     """
     from interp.serve.app import create_app  # fastapi loads when a dashboard starts

@@ -32,10 +32,12 @@ class BackgroundServer:
     port.
 
     Example:
+        >>> from interp.serve import create_app
         >>> server = BackgroundServer(create_app({"attn-only-2l": model})).start()
-        >>> server.url
-        'http://127.0.0.1:54321/'
-        >>> server.stop()
+        >>> server.url   # 127.0.0.1 (the default host) and a free port
+        'http://127.0.0.1:.../'
+        >>> server.stop(); server.running
+        False
     """
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:

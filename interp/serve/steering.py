@@ -13,8 +13,15 @@ Each edit is an ordinary forward hook (``Edit.hook``), the same one a notebook w
   ``d`` set to ``value``, or removed.
 
 Example:
+    >>> chars = interp.load_model("shakespeare-char")
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> text = chars.to_tokens("To be, or not")
     >>> edit = Edit("feature", "clamp", 5.0, feature=7)
-    >>> logits = model.run_with_hooks(tokens, fwd_hooks=[edit.hook(model, sae)])
+    >>> edit.hook(chars, sae)[0]   # the hook it edits: the SAE's
+    'blocks.1.hook_resid_post'
+    >>> logits = chars.run_with_hooks(text, fwd_hooks=[edit.hook(chars, sae)])
+    >>> logits.shape, torch.equal(logits, chars(text))   # [batch, pos, d_vocab]; changed
+    (torch.Size([1, 13, 65]), False)
 """
 
 from __future__ import annotations
@@ -44,8 +51,8 @@ def _changed(current: Tensor, mode: str, value: float) -> Tensor:
 @dataclass(frozen=True)
 class Edit:
     """One steering edit: ``target`` "feature" (``feature``), "neuron" (``layer``,
-    ``neuron``) or "direction" (``hook``, ``direction`` [d]); ``mode`` add, clamp or ablate;
-    ``value`` (unused by ablate)."""
+    ``neuron``) or "direction" (``hook_name``, ``direction`` [d]); ``mode`` add, clamp or
+    ablate; ``value`` (unused by ablate)."""
 
     target: str
     mode: str

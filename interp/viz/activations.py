@@ -26,9 +26,10 @@ def token_activations(
     ``labels``); ``tokens`` has ``pos`` string tokens.
 
     Example:
-        >>> post = cache["post", 0][0]                      # [pos, d_mlp]
-        >>> token_activations(post[:, :8], model.to_str_tokens(prompt),
-        ...                   labels=[f"L0N{i}" for i in range(8)])
+        >>> z = cache["z", 1][0, :, 0]                      # [pos, d_head]: head L1H0's mix
+        >>> token_activations(z[:, :4], model.to_str_tokens(tokens),
+        ...                   labels=[f"L1H0 z{i}" for i in range(4)])   # shows in a notebook
+        CircuitsVisView('ColoredTokensMulti', props=[...])
     """
     values = torch.as_tensor(values).detach().to("cpu", torch.float32)
     tokens = circuitsvis_tokens(tokens)

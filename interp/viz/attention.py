@@ -33,6 +33,7 @@ def layer_pattern(
 
     Example:
         >>> layer_pattern(cache, layer=1).shape   # [head, query_pos, key_pos]
+        torch.Size([1, 21, 21])
     """
     if isinstance(source, ActivationCache):
         if layer is None:
@@ -77,8 +78,9 @@ def attention_heads(
     [batch, head, query_pos, key_pos]; ``tokens``: the ``query_pos`` string tokens.
 
     Example:
-        >>> logits, cache = model.run_with_cache(prompt)
-        >>> attention_heads(cache, model.to_str_tokens(prompt), layer=0)   # shows in a notebook
+        >>> logits, cache = model.run_with_cache(tokens)
+        >>> attention_heads(cache, model.to_str_tokens(tokens), layer=0)   # shows in a notebook
+        CircuitsVisView('AttentionHeads', props=[...])
     """
     pattern = layer_pattern(source, layer, batch_index)
     tokens = _check_tokens(tokens, pattern.shape[-1])
@@ -105,7 +107,8 @@ def attention_pattern(
     """One head's pattern as a heatmap from query (rows) to key (columns) tokens.
 
     Example:
-        >>> attention_pattern(cache, model.to_str_tokens(prompt), layer=1, head=3)
+        >>> attention_pattern(cache, model.to_str_tokens(tokens), layer=1, head=0)
+        CircuitsVisView('AttentionPattern', props=[...])
     """
     pattern = layer_pattern(source, layer, batch_index)
     if not -pattern.shape[0] <= head < pattern.shape[0]:

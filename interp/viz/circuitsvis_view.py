@@ -49,6 +49,8 @@ def circuitsvis_script() -> str:
 
     Example:
         >>> page_head = circuitsvis_script()   # once per page, before any view's fragment()
+        >>> page_head.startswith("<script>"), len(page_head) > 1_000_000
+        (True, True)
     """
     return inline_script(circuitsvis_bundle_path().read_text(encoding="utf-8"))
 
@@ -84,8 +86,12 @@ class CircuitsVisView:
     ``_repr_html_()`` and ``to_html()`` carry the bundle themselves.
 
     Example:
+        >>> import tempfile
         >>> view = CircuitsVisView("ColoredTokens", {"tokens": ["a", "b"], "values": [1, -1]})
-        >>> view.save("tokens.html")   # open it offline in a browser
+        >>> view
+        CircuitsVisView('ColoredTokens', props=['tokens', 'values'])
+        >>> view.save(Path(tempfile.mkdtemp()) / "tokens.html").name   # open it offline
+        'tokens.html'
     """
 
     def __init__(self, component: str, props: dict[str, Any], title: str = "") -> None:

@@ -21,9 +21,15 @@ features before errors; a source sits below its target), and says how many it co
 [[token, weight], ...] decoder logit weights and ``contexts`` [{tokens, acts, index}, ...].
 
 Example:
-    >>> data = json.loads(Path("graphs/my-graph.json").read_text())
-    >>> GraphView(data).save("my-graph.html")       # open it offline
+    >>> import json, tempfile
+    >>> folder = Path(tempfile.mkdtemp())    # create_graph_files writes folder/my-graph.json:
+    >>> _ = (folder / "my-graph.json").write_text(json.dumps({"metadata": {"slug": "my-graph"},
+    ...     "qParams": {}, "nodes": [], "links": []}))     # here an empty graph
+    >>> data = json.loads((folder / "my-graph.json").read_text())
+    >>> GraphView(data).save(folder / "my-graph.html").name       # open it offline
+    'my-graph.html'
     >>> GraphView(data)                             # in a notebook: the viewer in the cell
+    GraphView('Attribution graph: my-graph', 0 nodes, 0 links)
 """
 
 from __future__ import annotations
@@ -84,9 +90,20 @@ def _title(graph: dict[str, Any]) -> str:
 class GraphView:
     """One attribution graph in the viewer; displays inline in a notebook.
 
+    Args:
+        graph: ``create_graph_files``'s JSON (``metadata``, ``nodes``, ``links``) as a dict.
+        extras: per-feature data the JSON does not hold (see the module docstring), or None.
+        title: the page's heading (default: from the graph's slug or prompt).
+
     Example:
-        >>> view = GraphView(graph_json, extras)
-        >>> view.save("graph.html")
+        >>> import tempfile
+        >>> node = {"node_id": "E_84_0", "feature": 84, "layer": "E", "ctx_idx": 0,
+        ...         "feature_type": "embedding", "influence": 1.0}
+        >>> graph_json = {"metadata": {"slug": "one-token", "prompt_tokens": ["T"]},
+        ...               "qParams": {}, "nodes": [node], "links": []}
+        >>> view = GraphView(graph_json, extras=None)
+        >>> view.save(Path(tempfile.mkdtemp()) / "graph.html").name
+        'graph.html'
     """
 
     def __init__(

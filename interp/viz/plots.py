@@ -146,9 +146,15 @@ def imshow(
     side, on one shared colour scale.
 
     Example:
-        >>> imshow(cache["pattern", 0][0, 3], x_labels=tokens, y_labels=tokens,
-        ...        x_title="key", y_title="query", title="L0H3", diverging=False)
-        >>> imshow(head_scores(model, tokens), x_title="head", y_title="layer")
+        >>> str_tokens = model.to_str_tokens(tokens)
+        >>> fig = imshow(cache["pattern", 0][0, 0], x_labels=str_tokens, y_labels=str_tokens,
+        ...              x_title="key", y_title="query", title="L0H0", diverging=False)
+        >>> fig.data[0].z.shape   # [query_pos, key_pos]
+        (21, 21)
+        >>> scores = interp.analysis.head_scores(model, tokens)   # {kind: [n_layers, n_heads]}
+        >>> fig = imshow(scores, x_title="head", y_title="layer")
+        >>> len(fig.data)   # one panel per kind of head
+        3
     """
     panels = _panels(values)
     rows, cols = next(iter(panels.values())).shape
@@ -238,7 +244,11 @@ def line(
     """One line per row of ``values`` ([n] or [n_lines, n]), named by ``line_labels``.
 
     Example:
-        >>> line(loss_per_token[0], x_labels=tokens[1:], y_title="loss", title="Per-token loss")
+        >>> loss_per_token = model(tokens, return_type="loss", loss_per_token=True)   # [1, pos - 1]
+        >>> fig = line(loss_per_token[0], x_labels=model.to_str_tokens(tokens)[1:],
+        ...            y_title="loss", title="Per-token loss")
+        >>> len(fig.data), len(fig.data[0].y)
+        (1, 20)
     """
     array = to_numpy(values)
     if array.ndim == 1:
@@ -277,8 +287,12 @@ def scatter(
     """A scatter of ``y`` against ``x`` (both [n]); hovering a point shows its label.
 
     Example:
-        >>> scatter(exact.flatten(), attribution.flatten(), point_labels=head_names,
-        ...         x_title="activation patching", y_title="attribution patching")
+        >>> scores = interp.analysis.head_scores(model, tokens)   # [n_layers, n_heads] each
+        >>> fig = scatter(scores["previous_token_head"].flatten(),
+        ...               scores["induction_head"].flatten(), point_labels=["L0H0", "L1H0"],
+        ...               x_title="previous-token score", y_title="induction score")
+        >>> list(fig.data[0].customdata)   # shown on hover
+        ['L0H0', 'L1H0']
     """
     x_values, y_values = to_numpy(x).ravel(), to_numpy(y).ravel()
     if x_values.shape != y_values.shape:
@@ -307,8 +321,15 @@ def patching_heatmap(
     """A layer x position patching result with the prompt's tokens on the x axis.
 
     Example:
-        >>> results = interp.patching.get_act_patch_resid_pre(model, corrupted, cache, metric)
-        >>> patching_heatmap(results, model.to_str_tokens(clean_prompt))
+        >>> corrupted = tokens.clone()
+        >>> corrupted[0, 11:] = corrupted[0, 1:11].flip(0)   # the repeat in reverse order
+        >>> def metric(logits):   # the logit of the token that followed the last one before
+        ...     return logits[0, -1, tokens[0, 1]]
+        >>> results = interp.patching.get_act_patch_resid_pre(model, corrupted, cache, metric,
+        ...                                                   progress=False)
+        >>> fig = patching_heatmap(results, model.to_str_tokens(tokens))
+        >>> fig.data[0].z.shape   # [n_layers, pos]
+        (2, 21)
     """
     array = _check_2d(results)
     fig = imshow(
@@ -336,7 +357,13 @@ def logit_lens_plot(
     ``top_probs`` [n_stages, pos]; ``top_tokens`` [n_stages][pos] strings.
 
     Example:
-        >>> logit_lens_plot(probs, predictions, ["0_pre", "1_pre", "final_post"], str_tokens)
+        >>> lens = interp.analysis.logit_lens(model, tokens, incl_mid=False)
+        >>> probs = lens.top_probs[:, 0, :, 0]                          # [n_stages, pos]
+        >>> predictions = [[model.tokenizer.token_str(i) for i in row]
+        ...                for row in lens.top_tokens[:, 0, :, 0].tolist()]
+        >>> fig = logit_lens_plot(probs, predictions, lens.labels, model.to_str_tokens(tokens))
+        >>> lens.labels, fig.data[0].z.shape
+        (['0_pre', '1_pre', 'final_post'], (3, 21))
     """
     array = _check_2d(top_probs)
     fig = imshow(
@@ -363,7 +390,11 @@ def head_score_grid(
     side, on a shared 0-1 scale; NaN cells (score undefined for the prompt) stay blank.
 
     Example:
-        >>> head_score_grid({"previous token": prev, "induction": induction})
+        >>> scores = interp.analysis.head_scores(model, tokens)   # [n_layers, n_heads] each
+        >>> fig = head_score_grid({"previous token": scores["previous_token_head"],
+        ...                        "induction": scores["induction_head"]})
+        >>> len(fig.data)   # one panel per kind
+        2
     """
     if not scores:
         raise ValueError("head_score_grid needs at least one score matrix.")
@@ -412,6 +443,8 @@ def plotly_script() -> str:
 
     Example:
         >>> page_head = plotly_script()
+        >>> page_head.startswith("<script>"), len(page_head) > 1_000_000
+        (True, True)
     """
     from plotly.offline import get_plotlyjs
 
@@ -422,7 +455,10 @@ def figure_fragment(fig: go.Figure) -> str:
     """The ``<div>`` and script for one figure, for a page that already holds ``plotly_script()``.
 
     Example:
+        >>> figures = [line(torch.arange(3.0)), line(torch.ones(3))]
         >>> body = "".join(figure_fragment(fig) for fig in figures)
+        >>> body.count("<div class='figure'>")
+        2
     """
     config = {"responsive": True, "displaylogo": False}
     markup = pio.to_html(fig, include_plotlyjs=False, full_html=False, config=config)
@@ -433,7 +469,11 @@ def save_html(figures: go.Figure | Sequence[go.Figure], path: str | Path, title:
     """Write one or more figures to a single offline HTML page (plotly.js inlined once).
 
     Example:
-        >>> save_html([fig_a, fig_b], "figures.html", title="Patching results")
+        >>> import tempfile
+        >>> fig_a, fig_b = line(torch.arange(3.0)), line(torch.ones(3))
+        >>> save_html([fig_a, fig_b], Path(tempfile.mkdtemp()) / "figures.html",
+        ...           title="Two lines").name
+        'figures.html'
     """
     figures = [figures] if isinstance(figures, go.Figure) else list(figures)
     body = f"<h1>{escape_text(title)}</h1>\n" if title else ""
@@ -448,7 +488,7 @@ def save_image(fig: go.Figure, path: str | Path, scale: float = 2.0) -> Path:
     """Write ``fig`` as PNG, SVG or PDF (by the file suffix) with kaleido, if installed.
 
     Example:
-        >>> save_image(fig, "patching.png")   # needs `pip install kaleido` and a Chromium
+        >>> save_image(line(torch.arange(3.0)), "line.png")  # needs kaleido  # doctest: +SKIP
     """
     path = Path(path)
     try:

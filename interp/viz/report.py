@@ -201,7 +201,10 @@ def write_report_assets(folder: str | Path) -> Path:
     already; returns the folder.
 
     Example:
-        >>> write_report_assets("reports/report_assets")
+        >>> import tempfile
+        >>> folder = write_report_assets(Path(tempfile.mkdtemp()) / "report_assets")
+        >>> sorted(p.name for p in folder.iterdir()) == sorted(SCRIPTS)
+        True
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -224,7 +227,9 @@ def report_html(
     ``assets`` (``write_report_assets``), or with ``assets=None`` inlines them, once each.
 
     Example:
-        >>> page = report_html(analyse_prompt(model, "The cat sat on the mat. The cat"))
+        >>> page = report_html(analyse_prompt(model, "7 12 305 9 44 7 12 305 9"))
+        >>> page.startswith("<!DOCTYPE html>"), "report_assets/" in page
+        (True, True)
     """
     warnings = "".join(f"<p class='warning'>{escape_text(w)}</p>" for w in analysis.warnings)
     navigation = " · ".join(
@@ -275,8 +280,13 @@ def write_report(
     clean and corrupted runs' top predictions. ``warnings`` are shown at the top.
 
     Example:
-        >>> path, analysis = write_report(model, "The cat sat on the mat. The cat", "cat.html")
-        >>> analysis.top_heads()["induction"]
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())   # attn-only-2l reads numbers: a repeat follows
+        >>> path, analysis = write_report(model, "7 12 305 9 44 7 12 305 9", folder / "r.html")
+        >>> sorted(p.name for p in folder.iterdir())
+        ['r.html', 'report_assets']
+        >>> analysis.top_heads()["induction"]   # (head, fraction of attention on the repeat)
+        ('L1H0', 0.40)
     """
     analysis = analyse_prompt(model, prompt, corrupted_prompt, answer, wrong_answer)
     analysis.warnings.extend(warnings)
@@ -294,7 +304,13 @@ def summary_text(analysis: PromptAnalysis) -> str:
     """A few lines for a terminal: the prediction and the best head of each kind.
 
     Example:
+        >>> analysis = analyse_prompt(model, "7 12 305 9 44 7 12 305 9")
         >>> print(summary_text(analysis))
+        model: attn-only-2l (2 layers, 1 head per layer, d_model=128, attention-only, d_vocab=512)
+        prompt: 10 tokens; next-token prediction: '44' 1.00, ...
+        top previous token head: L0H0 (0.88)
+        top duplicate token head: none (no head above 0.3)
+        top induction head: L1H0 (0.40)
     """
     predictions = ", ".join(f"{token!r} {prob:.2f}" for token, prob in analysis.top_predictions)
     lines = [

@@ -97,7 +97,11 @@ def prompt_head_scores(
     fraction of each head's attention that falls where a head of that kind attends.
 
     Example:
-        >>> prompt_head_scores(model, tokens, cache)["induction"].shape   # [n_layers, n_heads]
+        >>> scores = prompt_head_scores(model, tokens, cache)
+        >>> list(scores)
+        ['previous token', 'duplicate token', 'induction']
+        >>> scores["induction"].shape   # [n_layers, n_heads]
+        torch.Size([2, 1])
     """
     scores = head_scores(model, tokens, cache=cache)
     return {HEAD_SCORE_NAMES[kind]: values.cpu() for kind, values in scores.items()}
@@ -108,7 +112,9 @@ def top_predictions_by_stage(lens: LogitLens) -> tuple[Float[Tensor, "n_stages p
     for the first prompt of the batch.
 
     Example:
-        >>> probs, tokens = top_predictions_by_stage(logit_lens(model, prompt))
+        >>> probs, predictions = top_predictions_by_stage(logit_lens(model, tokens))
+        >>> probs.shape, len(predictions), len(predictions[0])   # [n_stages, pos]: 0_pre ...
+        (torch.Size([3, 21]), 3, 21)
     """
     probs = lens.top_probs[:, 0, :, 0].cpu()
     ids = lens.top_tokens[:, 0, :, 0].tolist()
@@ -150,7 +156,7 @@ def prompt_tokens(
     ``ValueError``) saying its length in tokens and ``n_ctx`` (``what`` names the prompt).
 
     Example:
-        >>> prompt_tokens(model, "The cat sat").shape
+        >>> prompt_tokens(model, "7 12 305").shape   # BOS and three numbers
         torch.Size([1, 4])
     """
     tokens = model.to_tokens(prompt, truncate=False)
@@ -176,9 +182,12 @@ def analyse_prompt(
     A prompt longer than the model's context is a ``ValueError`` (``prompt_tokens``).
 
     Example:
-        >>> analysis = analyse_prompt(model, "When Mary and John met, John thanked",
-        ...                           corrupted_prompt="When Mary and John met, Mary thanked")
+        >>> analysis = analyse_prompt(model, "7 12 305 9 44 7 12 305 9",
+        ...                           corrupted_prompt="7 12 305 9 44 7 12 305 44")
+        >>> analysis.top_predictions[0][0], analysis.patching.wrong_answer   # 44 follows 9
+        ('44', '7')
         >>> analysis.top_heads()
+        {'previous token': ('L0H0', 0.88), 'duplicate token': None, 'induction': ('L1H0', 0.40)}
     """
     if not prompt:
         raise ValueError("The prompt is empty; pass some text, e.g. --prompt 'The cat sat'.")

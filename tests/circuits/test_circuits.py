@@ -19,6 +19,7 @@ from interp.circuits import (
     load_transcoders,
     prune_graph,
 )
+from interp.components import LayerNorm
 from interp.sae import SAE, SAEConfig
 
 TOKENS = torch.tensor([0, 5, 17, 3, 29, 11])
@@ -107,6 +108,16 @@ def tiny_clt(shape: str, skip: bool, dtype: torch.dtype = torch.float32) -> Cros
 
 
 # ------------------------------------------------------------ finite differences
+def as_transcoder_input(model: ReplacementModel, layer: int, hook: str, act: torch.Tensor):
+    """What the transcoders read at ``hook``: a LayerNorm's ``ln2.hook_normalized`` before its
+    weight and bias, as circuit-tracer (TransformerLens 3) has it; interp's hook point is after
+    them, so undo them here (float64: exact enough)."""
+    ln2 = model.blocks[layer].ln2
+    if hook == "ln2.hook_normalized" and isinstance(ln2, LayerNorm) and ln2.w is not None:
+        return (act - ln2.b) / ln2.w
+    return act
+
+
 def frozen_run(model: ReplacementModel, clean: dict, perturb=None):
     """The local replacement model by forward hooks: patterns and norm scales from the clean
     run, each MLP output its skip path plus the clean remainder; ``perturb(name, act)`` adds
@@ -123,7 +134,7 @@ def frozen_run(model: ReplacementModel, clean: dict, perturb=None):
 
     def record(layer):
         def fn(act, hook=None):
-            seen[f"in{layer}"] = act
+            seen[f"in{layer}"] = as_transcoder_input(model, layer, model.feature_input_hook, act)
 
         return fn
 
@@ -163,8 +174,13 @@ def clean_cache(model: ReplacementModel) -> dict:
     forward that takes the same (pattern-materialising) path as the frozen runs."""
     clean: dict[str, torch.Tensor] = {}
 
-    def keep(key):
-        return lambda act, hook=None: clean.__setitem__(key, act)
+    def keep(key, layer=None):
+        def fn(act, hook=None):
+            if key.startswith("in"):
+                act = as_transcoder_input(model, layer, model.feature_input_hook, act)
+            clean[key] = act
+
+        return fn
 
     names = [n for n in model.hook_dict if n.endswith(("attn.hook_pattern", "hook_scale"))]
     pairs = [(name, keep(name)) for name in names]
@@ -174,11 +190,13 @@ def clean_cache(model: ReplacementModel) -> dict:
         hooks = (f"in{layer}", model.feature_input_hook), (f"out{layer}", model.feature_output_hook)
         for key, hook in hooks:
             if hook == "mlp.hook_in":
-                handles.append(mlp.register_forward_pre_hook(lambda m, a, f=keep(key): f(a[0])))
+                handles.append(
+                    mlp.register_forward_pre_hook(lambda m, a, f=keep(key, layer): f(a[0]))
+                )
             elif hook == "mlp.hook_out":
                 handles.append(mlp.register_forward_hook(lambda m, a, o, f=keep(key): f(o)))
             else:
-                pairs.append((f"blocks.{layer}.{hook}", keep(key)))
+                pairs.append((f"blocks.{layer}.{hook}", keep(key, layer)))
     try:
         with torch.no_grad(), model.hooks(fwd_hooks=pairs):
             model.model(TOKENS[None])

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from interp import HookedTransformer, HookedTransformerConfig
-from interp.devices import available_devices, check_device
+from interp.utils.devices import available_devices, check_device
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 

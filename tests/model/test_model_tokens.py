@@ -12,7 +12,7 @@ import torch
 import transformers
 
 from interp import HookedTransformer, HookedTransformerConfig
-from interp.tokenization import TokenError
+from interp.model.tokenization import TokenError
 from tests.support.tolerances import model_tolerance, tolerance
 
 TEXTS = ["When Mary and John went to the store, John gave a drink to Mary", "Hi", "A cat sat"]

@@ -232,7 +232,7 @@ def test_without_data_a_feature_has_no_dataset_part_and_search_says_how(model, s
 
 
 def test_serve_data_errors_name_the_fix(model, sae, tmp_path, capsys):
-    from interp.cli_support import UsageError
+    from interp.cli.support import UsageError
     from interp.serve.cli import feature_indexes
 
     with pytest.raises(UsageError, match="add --sae NAME"):

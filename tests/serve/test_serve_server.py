@@ -134,7 +134,7 @@ def test_notebook_dashboard_shows_an_iframe_and_stops(model):
         (["--model", ATTN, "--sae", "no-such-sae"], "--sae 'no-such-sae' cannot be loaded"),
         (
             ["--model", ATTN, "--sae", "shakespeare-char-resid-l1"],
-            "is for model 'shakespeare-char', which is not exactly one of the models served",
+            "trained on model 'shakespeare-char', but this model is 'attn-only-2l'",
         ),
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
         (["--model", ATTN, "--port", "70000"], "--port 70000 is not a port number"),

@@ -74,8 +74,12 @@ class Family:
         """The ``HookedTransformerConfig`` of a config.json of this family.
 
         Example:
-            >>> LLAMA.hooked_config(json.load(open("Llama-3.2-1B/config.json"))).n_key_value_heads
-            8
+            >>> import transformers
+            >>> from interp.loading.families import LLAMA
+            >>> config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64,
+            ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2)
+            >>> LLAMA.hooked_config(config.to_dict()).n_key_value_heads   # or a config.json's
+            2
         """
         values = self.text_values(hf_config)
         architectures = hf_config.get("architectures") or [self.architectures[0]]

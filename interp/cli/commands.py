@@ -25,7 +25,7 @@ import torch
 
 import interp
 from interp.circuits.cli import add_parser as add_graph_parser
-from interp.cli_support import CommandError, Parser, UsageError, run_command, terminal_text
+from interp.cli.support import CommandError, Parser, UsageError, run_command, terminal_text
 from interp.harvest.cli import add_parser as add_harvest_parser
 from interp.model import HookedTransformer
 from interp.models.by_name import load_named_model
@@ -35,7 +35,7 @@ from interp.serve.cli import add_parser as add_serve_parser
 from interp.utils.malloc_tuning import keep_freed_memory
 from interp.viz.report_data import prompt_tokens
 
-# CommandError, UsageError, terminal_text and load_named_model live in interp.cli_support and
+# CommandError, UsageError, terminal_text and load_named_model live in interp.cli.support and
 # interp.models.by_name (the subcommands' modules import them from there, never this module);
 # they stay importable from here.
 __all__ = [
@@ -136,7 +136,9 @@ def run_report(args: argparse.Namespace) -> None:
     check_report_inputs(model, args.prompt, args.corrupted, answers)
     sections = []
     if args.sae:
-        sections = report_sections(model, args.prompt, args.sae, args.sae_data)
+        sections = report_sections(
+            model, args.prompt, args.sae, args.sae_data, args.allow_model_mismatch
+        )
     answer_pair = tuple(answers.values())
     _report(
         model, args.prompt, args.out, args.corrupted, answer_pair, sections, args.self_contained
