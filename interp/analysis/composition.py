@@ -29,7 +29,8 @@ def get_comp_score(
     """The composition score of two dense matrices, ``||W_A W_B||_F / (||W_A||_F ||W_B||_F)``.
 
     Example:
-        >>> get_comp_score(model.OV[0, 3].AB, model.QK[1, 2].AB)   # Q-composition L0H3 -> L1H2
+        >>> round(get_comp_score(model.OV[0, 0].AB, model.QK[1, 0].AB).item(), 3)  # Q: L0H0 -> L1H0
+        0.038
     """
     return (W_A @ W_B).norm() / (W_A.norm() * W_B.norm())
 
@@ -45,6 +46,7 @@ def composition_scores(
 
     Example:
         >>> composition_scores(model.OV, model.QK).shape   # [n_layers, n_heads, n_layers, n_heads]
+        torch.Size([2, 1, 2, 1])
     """
     if left.rdim != right.ldim:
         raise ValueError(
@@ -74,8 +76,11 @@ def all_composition_scores(
     match them).
 
     Example:
-        >>> scores = all_composition_scores(model, "K")
-        >>> scores[0, 1, 1, 0]   # how much L1H0's keys read L0H1's output
+        >>> scores = all_composition_scores(model, "K")   # [n_layers, n_heads, n_layers, n_heads]
+        >>> round(scores[0, 0, 1, 0].item(), 3)   # how much L1H0's keys read L0H0's output
+        0.164
+        >>> round(all_composition_scores(model, "Q")[0, 0, 1, 0].item(), 3)   # K, not Q, here
+        0.038
     """
     if mode not in ("Q", "K", "V"):
         raise ValueError(f"mode must be 'Q', 'K' or 'V', got {mode!r}.")

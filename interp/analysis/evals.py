@@ -27,7 +27,11 @@ def sanity_check(model: Any) -> Tensor:
     probably fine, above 7 something is wrong.
 
     Example:
-        >>> sanity_check(HookedTransformer.from_pretrained("gpt2"))   # tensor(3.6...)
+        >>> from interp.config import HookedTransformerConfig
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=16, n_ctx=128, d_head=8)
+        >>> untrained = interp.HookedTransformer(cfg, tokenizer=interp.get_tokenizer("gpt2"))
+        >>> bool(sanity_check(untrained) > 7)   # random weights: about ln(50257) = 10.8
+        True
     """
     text = (
         "Many important transition points in the history of science have been moments when "
@@ -137,7 +141,8 @@ def induction_loss(
     config's default) the first token is replaced by BOS.
 
     Example:
-        >>> induction_loss(interp.load_model("attn-only-2l"), subseq_len=30)   # well below 1
+        >>> bool(induction_loss(interp.load_model("attn-only-2l"), subseq_len=30) < 1)
+        True
     """
     device = _device(model, device)
     high = min(20000, model.cfg.d_vocab)
@@ -181,8 +186,12 @@ class IOIDataset(Dataset):
     indirect object), and the ``"IO"`` and ``"S"`` names' ids (with a leading space).
 
     Example:
-        >>> dataset = IOIDataset(model.tokenizer, num_samples=100, seed=42)
-        >>> dataset.samples[0]["text"], dataset[0]["prompt"].shape
+        >>> dataset = IOIDataset(interp.get_tokenizer("gpt2"), num_samples=4, seed=42)
+        >>> dataset.samples[0]
+        {'text': 'Mary and John went to the store to buy bread. John handed the bread to Mary',
+         'IO': ' Mary', 'S': ' John'}
+        >>> dataset[0]["prompt"].shape   # GPT-2 token ids
+        torch.Size([18])
     """
 
     def __init__(
@@ -281,8 +290,12 @@ def ioi_eval(
     two names differ) and the accuracy (difference > 0) on the IOI task.
 
     Example:
-        >>> ioi_eval(model, IOIDataset(model.tokenizer, num_samples=100, seed=42))
-        {'Logit Difference': 3.1..., 'Accuracy': 0.9...}
+        >>> from interp.config import HookedTransformerConfig
+        >>> gpt2 = interp.get_tokenizer("gpt2")   # GPT-2 small scores about 3.1 and 0.9
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=16, n_ctx=64, d_head=8)
+        >>> untrained = interp.HookedTransformer(cfg, tokenizer=gpt2)   # random: near 0, 0.5
+        >>> sorted(ioi_eval(untrained, IOIDataset(gpt2, num_samples=4, seed=42)))
+        ['Accuracy', 'Logit Difference']
     """
     tokenizer = model.tokenizer if tokenizer is None else tokenizer
     if dataset is None:

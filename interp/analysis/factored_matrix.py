@@ -33,9 +33,13 @@ class FactoredMatrix:
     the two broadcast. ``shape`` is ``(*leading, ldim, rdim)``.
 
     Example:
-        >>> OV = FactoredMatrix(model.W_V, model.W_O)     # [n_layers, n_heads, d_model, d_model]
-        >>> OV[1, 4].S                                     # singular values of L1H4's OV, [d_head]
-        >>> (OV[1, 4] @ model.W_U).AB.shape               # [d_model, d_vocab], built only now
+        >>> OV = FactoredMatrix(model.W_V, model.W_O)
+        >>> OV.shape                                      # [n_layers, n_heads, d_model, d_model]
+        torch.Size([2, 1, 128, 128])
+        >>> OV[1, 0].S.shape                              # singular values of L1H0's OV, [d_head]
+        torch.Size([64])
+        >>> (OV[1, 0] @ model.W_U).AB.shape               # [d_model, d_vocab], built only now
+        torch.Size([128, 512])
     """
 
     def __init__(
@@ -86,7 +90,8 @@ class FactoredMatrix:
         ``k x k`` corner, as TransformerLens.
 
         Example:
-            >>> model.OV.get_corner(2).shape   # [2, 2, 2, 2]: layers, heads, rows, columns
+            >>> model.OV.get_corner(2).shape   # layers, heads (this model has 1), rows, columns
+            torch.Size([2, 1, 2, 2])
         """
         corner = self.A[..., :k, :] @ self.B[..., :, :k]
         return corner[tuple(slice(k) for _ in range(corner.ndim))]

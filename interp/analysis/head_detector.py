@@ -76,8 +76,11 @@ def detect_head(
     pattern) or ``"abs"`` (1 - summed absolute difference / pos); see ``attention_similarity``.
 
     Example:
-        >>> scores = detect_head(model, "One two three. One two three.", "induction_head")
+        >>> scores = detect_head(model, "1 2 3 4 1 2 3 4", "induction_head")   # 512 symbols
         >>> scores.shape   # [n_layers, n_heads]
+        torch.Size([2, 1])
+        >>> detect_head(model, tokens, "previous_token_head").argmax().item()   # L0H0
+        0
     """
     sequences = _token_rows(model, seq)
     if cache is not None and len(sequences) != 1:

@@ -95,8 +95,11 @@ def attention_similarity(
     ``exclude_current_token`` the diagonal from the comparison.
 
     Example:
-        >>> scores = attention_similarity(cache["pattern", 0][0], induction_pattern(tokens[0]))
+        >>> scores = attention_similarity(cache["pattern", 1][0], induction_pattern(tokens[0]))
         >>> scores.shape   # [n_heads]
+        torch.Size([1])
+        >>> round(scores[0].item(), 2)   # L1H0; only the 10 second-copy queries (of 21) can match
+        0.47
     """
     if error_measure not in ("mul", "abs"):
         raise ValueError(f"error_measure must be 'mul' or 'abs', got {error_measure!r}.")
@@ -130,8 +133,11 @@ def head_scores(
     attention patterns of these tokens.
 
     Example:
-        >>> scores = head_scores(model, repeated_tokens)
-        >>> scores["induction_head"].flatten().topk(3)
+        >>> scores = head_scores(model, tokens)   # BOS and 10 random tokens, repeated
+        >>> scores["induction_head"].shape   # [n_layers, n_heads]
+        torch.Size([2, 1])
+        >>> round(scores["previous_token_head"][0, 0].item(), 2)   # L0H0
+        0.94
     """
     if isinstance(tokens, (str, list)):
         tokens = model.to_tokens(tokens)
@@ -190,9 +196,9 @@ def strongest_heads(
     after a previous-token head (``induction_layers``). NaN scores never count.
 
     Example:
-        >>> strongest_heads(head_scores(model, repeated_tokens))
-        {'previous_token_head': ('L0H0', 0.95), 'duplicate_token_head': None,
-         'induction_head': ('L1H0', 0.45)}
+        >>> strongest_heads(head_scores(model, tokens))
+        {'previous_token_head': ('L0H0', 0.94), 'duplicate_token_head': None,
+         'induction_head': ('L1H0', 0.47)}
     """
     best: dict[str, tuple[str, float] | None] = {}
     for kind, values in scores.items():

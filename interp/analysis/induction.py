@@ -75,8 +75,13 @@ def induction_test(
     ``cfg.default_prepend_bos`` (or ``prepend_bos``) says so.
 
     Example:
-        >>> result = induction_test(model, seq_len=50)
-        >>> result.induction_scores.flatten().argmax(), result.second_copy_loss
+        >>> result = induction_test(model, seq_len=20)   # 2 * 20 + BOS fits n_ctx=64
+        >>> result.induction_scores.shape   # [n_layers, n_heads]
+        torch.Size([2, 1])
+        >>> [round(score, 2) for score in result.induction_scores.flatten().tolist()]   # L1H0
+        [0.0, 0.96]
+        >>> result.first_copy_loss > 5 > 1 > result.second_copy_loss   # random, then copied
+        True
     """
     bos_token_id = getattr(model.tokenizer, "bos_token_id", None)
     if prepend_bos is None:

@@ -60,9 +60,12 @@ class DirectLogitAttribution:
         """One row per (component, example): ``{"component", "batch", "attribution"}``.
 
         Example:
-            >>> rows = direct_logit_attribution(model, tokens, answers, wrong).table()
-            >>> max(rows, key=lambda row: row["attribution"])["component"]
-            'L1H3'
+            >>> prompt, answer, wrong = tokens[:, :-1], tokens[:, -1], tokens[:, -2]
+            >>> rows = direct_logit_attribution(model, prompt, answer, wrong).table()
+            >>> sorted(rows[0])
+            ['attribution', 'batch', 'component']
+            >>> max(rows, key=lambda row: row["attribution"])["component"]   # the induction head
+            'L1H0'
         """
         values = self.attributions.tolist()
         return [
@@ -88,8 +91,16 @@ def direct_logit_attribution(
     (not on rotary models), ``"bias"``. Tokens are ids, ``[batch]`` tensors or single-token strings.
 
     Example:
-        >>> dla = direct_logit_attribution(model, ioi_tokens, mary_ids, john_ids)
-        >>> dla.head_attributions.mean(-1)   # [n_layers, n_heads], mean over prompts
+        >>> # The repeated sequence's last token against the one before it, from position -1:
+        >>> dla = direct_logit_attribution(model, tokens[:, :-1], tokens[:, -1], tokens[:, -2])
+        >>> dla.labels   # an attention-only model: no "{l}_mlp_out"
+        ['L0H0', 'L1H0', 'embed', 'pos_embed', 'bias']
+        >>> dla.head_attributions.mean(-1).shape   # [n_layers, n_heads], mean over prompts
+        torch.Size([2, 1])
+        >>> round(dla.head_attributions[1, 0, 0].item())   # L1H0 copies the answer
+        12
+        >>> bool((dla.attributions.sum(0) + dla.bias_term - dla.logit_diff).abs().max() < 1e-3)
+        True
     """
     if isinstance(tokens, (str, list)):
         tokens = model.to_tokens(tokens)

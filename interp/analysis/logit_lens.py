@@ -43,10 +43,13 @@ class LogitLens:
         position). ``pandas.DataFrame(lens.table())`` makes a data frame of it.
 
         Example:
-            >>> rows = logit_lens(model, tokens).table()
-            >>> rows[0]
-            {'stage': '0_pre', 'batch': 0, 'pos': 0, 'rank': 0, 'token_id': 464, 'token': 'The',
-             'prob': 0.02, 'next_token_id': 318, 'next_token_prob': 1e-05, 'next_token_rank': 812}
+            >>> rows = logit_lens(model, tokens, top_k=2).table()
+            >>> len(rows)   # 3 stages ('0_pre', '1_pre', 'final_post') x 21 positions x top 2
+            126
+            >>> rows[-4]   # the output's top prediction at position 19, in the repeated copy
+            {'stage': 'final_post', 'batch': 0, 'pos': 19, 'rank': 0, 'token_id': 211,
+             'token': '211', 'prob': 0.995, 'next_token_id': 211, 'next_token_prob': 0.995,
+             'next_token_rank': 0}
         """
 
         def token_text(token_id: int) -> str | None:
@@ -100,9 +103,14 @@ def logit_lens(
     tokens' residual streams.
 
     Example:
-        >>> lens = logit_lens(model, "The Eiffel Tower is in the city of")
-        >>> lens.labels[-1], lens.top_tokens[-1, 0, -1]     # the model's own top-5 at the end
-        >>> lens.correct_probs[:, 0, 3]                      # P(token 4) at every stage
+        >>> shakespeare = interp.load_model("shakespeare-char")   # 4 layers with MLPs
+        >>> lens = logit_lens(shakespeare, "ROMEO: What say")
+        >>> lens.labels
+        ['0_pre', '0_mid', '1_pre', '1_mid', '2_pre', '2_mid', '3_pre', '3_mid', 'final_post']
+        >>> shakespeare.to_str_tokens(lens.top_tokens[-1, 0, -1])   # the model's own top 5
+        [' ', ',', 's', "'", '.']
+        >>> lens.correct_ranks[:, 0, -1]   # the rank of "y" after "...sa" at every stage
+        tensor([7, 3, 3, 3, 0, 0, 0, 0, 0])
     """
     if isinstance(tokens, (str, list)):
         tokens = model.to_tokens(tokens)

@@ -10,6 +10,9 @@ Example:
     >>> from interp.cache import ActivationCache
     >>> logits, cache = model.run_with_cache(tokens)
     >>> cache["pattern", 0].shape   # [batch, n_heads, query_pos, key_pos]
+    torch.Size([1, 1, 21, 21])
+    >>> isinstance(cache, ActivationCache)
+    True
 """
 
 from interp.cache.activation_cache import ActivationCache

@@ -34,7 +34,12 @@ class ActivationCache(ResidDecompositionMixin, ComponentStackMixin, LogitAttribu
         >>> logits, cache = model.run_with_cache(tokens)
         >>> cache["pattern", 0] is cache["blocks.0.attn.hook_pattern"]
         True
-        >>> cache["resid_post", -1].shape, cache["scale", 2, "ln1"].shape
+        >>> cache["resid_post", -1].shape   # [batch, pos, d_model]
+        torch.Size([1, 21, 128])
+        >>> shakespeare = interp.load_model("shakespeare-char")   # LayerNorm, 4 layers
+        >>> _, shakespeare_cache = shakespeare.run_with_cache("To be, or not to be")
+        >>> shakespeare_cache["scale", 2, "ln1"].shape   # blocks.2.ln1.hook_scale: [batch, pos, 1]
+        torch.Size([1, 19, 1])
     """
 
     def __init__(self, cache_dict: dict[str, Tensor], model: Any, has_batch_dim: bool = True):
@@ -115,8 +120,12 @@ class ActivationCache(ResidDecompositionMixin, ComponentStackMixin, LogitAttribu
         int drops the axis); entries whose first axis is not the batch are left as they are.
 
         Example:
-            >>> first_two = cache.apply_slice_to_batch_dim([0, 1])
-            >>> one = cache.apply_slice_to_batch_dim(0)   # has_batch_dim is now False
+            >>> first = cache.apply_slice_to_batch_dim([0])   # a list keeps the batch axis
+            >>> first["pattern", 0].shape, first.has_batch_dim
+            (torch.Size([1, 1, 21, 21]), True)
+            >>> one = cache.apply_slice_to_batch_dim(0)   # an int drops it
+            >>> one["pattern", 0].shape, one.has_batch_dim
+            (torch.Size([1, 21, 21]), False)
         """
         batch_slice = batch_slice if isinstance(batch_slice, Slice) else Slice(batch_slice)
         if not self.has_batch_dim:

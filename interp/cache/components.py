@@ -45,6 +45,7 @@ class ComponentStackMixin:
 
         Example:
             >>> cache.stack_activation("pattern").shape   # [n_layers, batch, head, q, k]
+            torch.Size([2, 1, 1, 21, 21])
         """
         layer = self._resid_layer(layer)
         if layer == 0:
@@ -74,6 +75,9 @@ class ComponentStackMixin:
         Example:
             >>> heads, labels = cache.stack_head_results(return_labels=True)
             >>> heads.shape   # [n_layers * n_heads, batch, pos, d_model]
+            torch.Size([2, 1, 21, 128])
+            >>> labels
+            ['L0H0', 'L1H0']
         """
         layer = self._resid_layer(layer)
         n_heads = self.model.cfg.n_heads
@@ -99,7 +103,10 @@ class ComponentStackMixin:
         models with sandwich norms). Memory grows as d_mlp x d_model per position.
 
         Example:
-            >>> cache.get_neuron_results(0, neuron_slice=[3, 7]).shape   # [batch, pos, 2, d_model]
+            >>> shakespeare = interp.load_model("shakespeare-char")   # a model with MLPs
+            >>> _, shakespeare_cache = shakespeare.run_with_cache("To be, or not to be")
+            >>> shakespeare_cache.get_neuron_results(0, neuron_slice=[3, 7]).shape
+            torch.Size([1, 19, 2, 128])
         """
         neurons = self._neuron_indices(neuron_slice)
         self._block_index(layer)
@@ -124,8 +131,13 @@ class ComponentStackMixin:
         ``layer * d_mlp * d_model`` floats per position: slice positions or neurons on big models.
 
         Example:
-            >>> neurons, labels = cache.stack_neuron_results(1, return_labels=True)
-            >>> neurons.shape   # [d_mlp, batch, pos, d_model]
+            >>> shakespeare = interp.load_model("shakespeare-char")   # a model with MLPs
+            >>> _, shakespeare_cache = shakespeare.run_with_cache("To be, or not to be")
+            >>> neurons, labels = shakespeare_cache.stack_neuron_results(1, return_labels=True)
+            >>> neurons.shape   # [d_mlp, batch, pos, d_model]: layer 0's 512 neurons
+            torch.Size([512, 1, 19, 128])
+            >>> labels[:2]
+            ['L0N0', 'L0N1']
         """
         layer = self._resid_layer(layer)
         neurons = self._neuron_indices(neuron_slice)

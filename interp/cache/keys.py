@@ -2,7 +2,7 @@
 ``("scale", 2, "ln1")``) resolved to full hook names, and the error for a key a cache lacks.
 
 Example:
-    >>> resolve_key(("resid_pre", -1), model)   # a 2-layer model
+    >>> resolve_key(("resid_pre", -1), model)   # attn-only-2l: 2 layers
     'blocks.1.hook_resid_pre'
 """
 

@@ -41,8 +41,12 @@ class KeyValueCache:
 
     Example:
         >>> kv_cache = KeyValueCache.empty(model.cfg.n_layers)
-        >>> model(prompt_tokens, past_kv_cache=kv_cache)        # fills the cache
-        >>> model(next_token[:, None], past_kv_cache=kv_cache)  # attends to the prompt too
+        >>> _ = model(tokens[:, :-1], past_kv_cache=kv_cache)        # fills the cache
+        >>> kv_cache.entries[0].keys.shape   # [batch, pos, n_heads, d_head]
+        torch.Size([1, 20, 1, 64])
+        >>> last = model(tokens[:, -1:], past_kv_cache=kv_cache)  # attends to the prompt too
+        >>> torch.allclose(last[0, -1], model(tokens)[0, -1], atol=1e-4)
+        True
     """
 
     entries: list[KeyValueCacheEntry]

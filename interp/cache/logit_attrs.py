@@ -55,10 +55,17 @@ class LogitAttributionMixin:
         For other layers it is ignored, as in TransformerLens.
 
         Example:
+            >>> shakespeare = interp.load_model("shakespeare-char")   # LN, 4 layers x 4 heads
+            >>> _, cache = shakespeare.run_with_cache("To be, or not to be")   # [1, 19] tokens
             >>> stack = cache.apply_ln_to_stack(cache.decompose_resid(pos_slice=-1), pos_slice=-1)
+            >>> stack.shape   # [component, batch, d_model]
+            torch.Size([10, 1, 128])
             >>> lens = cache.apply_ln_to_stack(cache.accumulated_resid(), recompute_ln=True)
-            >>> heads = cache.stack_head_results(pos_slice=-1).unflatten(0, (n_layers, n_heads))
+            >>> lens.shape   # [layer + 1, batch, pos, d_model]
+            torch.Size([5, 1, 19, 128])
+            >>> heads = cache.stack_head_results(pos_slice=-1).unflatten(0, (4, 4))
             >>> cache.apply_ln_to_stack(heads, pos_slice=-1).shape  # [layer, head, batch, d_model]
+            torch.Size([4, 4, 1, 128])
         """
         layer = self._resid_layer(layer, mlp_input)
         batch_slice = batch_slice if isinstance(batch_slice, Slice) else Slice(batch_slice)
@@ -109,8 +116,13 @@ class LogitAttributionMixin:
         ``incorrect_tokens`` has the same shape.
 
         Example:
-            >>> stack, labels = cache.decompose_resid(pos_slice=-1, return_labels=True)
-            >>> cache.logit_attrs(stack, answer_ids, wrong_ids, pos_slice=-1)   # [component, batch]
+            >>> # Predicting the repeat's last token from position -2, against the one before:
+            >>> stack, labels = cache.decompose_resid(pos_slice=-2, return_labels=True)
+            >>> attrs = cache.logit_attrs(stack, tokens[:, -1], tokens[:, -2], pos_slice=-2)
+            >>> attrs.shape   # [component, batch]
+            torch.Size([4, 1])
+            >>> labels[attrs[:, 0].argmax()]   # layer 1's attention: the induction head
+            '1_attn_out'
         """
         batch_slice = batch_slice if isinstance(batch_slice, Slice) else Slice(batch_slice)
         directions = self._unembed_directions(tokens)

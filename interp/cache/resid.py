@@ -50,9 +50,14 @@ class ResidDecompositionMixin:
         stream rather than a part of one.
 
         Example:
-            >>> stack, labels = cache.accumulated_resid(incl_mid=True, return_labels=True)
+            >>> stack, labels = cache.accumulated_resid(return_labels=True)
+            >>> stack.shape, labels   # [n_layers + 1, batch, pos, d_model]
+            (torch.Size([3, 1, 21, 128]), ['0_pre', '1_pre', 'final_post'])
+            >>> shakespeare = interp.load_model("shakespeare-char")   # with MLPs: mid streams
+            >>> _, mlp_cache = shakespeare.run_with_cache("To be, or not to be")
+            >>> stack, labels = mlp_cache.accumulated_resid(incl_mid=True, return_labels=True)
             >>> stack.shape, labels[:3]   # [2 * n_layers + 1, batch, pos, d_model]
-            (torch.Size([5, 1, 7, 64]), ['0_pre', '0_mid', '1_pre'])
+            (torch.Size([9, 1, 19, 128]), ['0_pre', '0_mid', '1_pre'])
         """
         layer = self._resid_layer(layer, mlp_input)
         n_layers = self.model.cfg.n_layers
@@ -94,6 +99,8 @@ class ResidDecompositionMixin:
 
         Example:
             >>> stack, labels = cache.decompose_resid(return_labels=True)
+            >>> labels
+            ['embed', 'pos_embed', '0_attn_out', '1_attn_out']
             >>> torch.allclose(stack.sum(0), cache["resid_post", -1], atol=1e-5)
             True
         """
@@ -139,8 +146,10 @@ class ResidDecompositionMixin:
         Example:
             >>> stack, labels = cache.get_full_resid_decomposition(expand_neurons=False,
             ...                                                     return_labels=True)
-            >>> labels[-3:]
-            ['embed', 'pos_embed', 'bias']
+            >>> labels   # heads, then MLP layers (none in attn-only-2l), embeddings, biases
+            ['L0H0', 'L1H0', 'embed', 'pos_embed', 'bias']
+            >>> stack.shape   # [component, batch, pos, d_model]
+            torch.Size([5, 1, 21, 128])
         """
         layer = self._resid_layer(layer, mlp_input)
         stack, labels = self.stack_head_results(

@@ -59,8 +59,12 @@ class Attention(nn.Module):
     default: layer ``layer_id``'s entry of ``cfg.attn_types``) and ``layer_id``.
 
     Example:
-        >>> attn = Attention(cfg, layer_id=3)
+        >>> attn = Attention(model.cfg, layer_id=1)   # weights empty until a model inits them
+        >>> _ = attn.load_state_dict(model.blocks[1].attn.state_dict())
+        >>> x = torch.randn(2, 5, model.cfg.d_model)
         >>> out = attn(x, x, x)   # TransformerLens's call: query, key and value inputs
+        >>> out.shape   # [batch, pos, d_model]
+        torch.Size([2, 5, 128])
     """
 
     def __init__(

@@ -46,8 +46,13 @@ class TransformerBlock(nn.Module):
     layer's attention type in ``cfg.attn_types``.
 
     Example:
-        >>> block = TransformerBlock(cfg, block_index=0)
+        >>> block = TransformerBlock(model.cfg, block_index=0)   # weights empty until loaded
+        >>> _ = block.load_state_dict(model.blocks[0].state_dict())
+        >>> resid_pre = cache["resid_pre", 0]
         >>> block(resid_pre).shape   # [batch, pos, d_model]
+        torch.Size([1, 21, 128])
+        >>> torch.allclose(block(resid_pre), cache["resid_post", 0], atol=1e-5)
+        True
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict, block_index: int = 0) -> None:

@@ -19,6 +19,7 @@ class Embed(nn.Module):
 
     Example:
         >>> model.embed(tokens).shape   # [batch, pos, d_model]
+        torch.Size([1, 21, 128])
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
@@ -38,8 +39,12 @@ class PosEmbed(nn.Module):
     """Learned position embeddings ``W_pos`` [n_ctx, d_model], called as TransformerLens's.
 
     Example:
-        >>> model.pos_embed(tokens)   # W_pos[:pos] for each row: [batch, pos, d_model]
-        >>> model.pos_embed(tokens, past_kv_pos_offset=3, attention_mask=mask)
+        >>> model.pos_embed(tokens).shape   # W_pos[:pos] for each row: [batch, pos, d_model]
+        torch.Size([1, 21, 128])
+        >>> mask = torch.tensor([[0, 1, 1, 1]])   # one left-padded row: 3 cached, 1 new
+        >>> new = model.pos_embed(tokens[:, :1], past_kv_pos_offset=3, attention_mask=mask)
+        >>> torch.equal(new[0, 0], model.W_pos[2])   # the third real token: position 2
+        True
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict) -> None:
@@ -74,7 +79,9 @@ class Unembed(nn.Module):
     forward pass, generation, the logit lens) gets the model's own logits.
 
     Example:
+        >>> resid = cache["resid_post", -1]   # [batch, pos, d_model]
         >>> model.unembed(model.ln_final(resid)).shape   # [batch, pos, d_vocab_out]
+        torch.Size([1, 21, 512])
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict) -> None:

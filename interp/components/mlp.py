@@ -29,8 +29,11 @@ class MLP(nn.Module):
     "LN" and none otherwise (``LayerNormPre``).
 
     Example:
-        >>> mlp = MLP(cfg)   # cfg.gated_mlp=True, act_fn="silu": == LlamaMLP's
-        >>> mlp(x).shape     # [batch, pos, d_model]
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=16, n_ctx=8, d_head=4, d_mlp=32,
+        ...                               act_fn="silu", gated_mlp=True)   # == LlamaMLP's
+        >>> mlp = MLP(cfg)   # weights empty until a model initialises or loads them
+        >>> mlp(torch.randn(2, 5, 16)).shape     # [batch, pos, d_model]
+        torch.Size([2, 5, 16])
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict) -> None:

@@ -32,8 +32,13 @@ here the router's hooks keep them apart):
   sigmoid that scales it.
 
 Example:
-    >>> moe = MoE(cfg)   # cfg.num_experts=8, cfg.experts_per_token=2, gated_mlp=True
-    >>> moe(x).shape     # [batch, pos, d_model]
+    >>> cfg = HookedTransformerConfig(n_layers=1, d_model=16, n_ctx=8, d_head=4, d_mlp=32,
+    ...     act_fn="silu", gated_mlp=True, num_experts=8, experts_per_token=2)
+    >>> moe = MoE(cfg)
+    >>> for weight in moe.parameters():   # created empty; a model initialises or loads them
+    ...     _ = torch.nn.init.normal_(weight, std=0.1)
+    >>> moe(torch.randn(2, 5, 16)).shape     # [batch, pos, d_model]
+    torch.Size([2, 5, 16])
 """
 
 from __future__ import annotations
@@ -75,7 +80,15 @@ class MoE(nn.Module):
     ``cfg.d_mlp_shared_expert``, ``shared_expert`` and ``W_shared_expert_gate`` [d_model, 1].
 
     Example:
-        >>> indices, weights = moe.route(x)   # [batch, pos, k] each
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=16, n_ctx=8, d_head=4, d_mlp=32,
+        ...     act_fn="silu", gated_mlp=True, num_experts=8, experts_per_token=2)
+        >>> moe = MoE(cfg)
+        >>> _ = torch.nn.init.normal_(moe.W_gate, std=0.1)   # the router's weight
+        >>> indices, weights = moe.route(torch.randn(2, 5, 16))
+        >>> indices.shape, weights.shape   # [batch, pos, experts_per_token] each
+        (torch.Size([2, 5, 2]), torch.Size([2, 5, 2]))
+        >>> torch.allclose(weights.sum(-1), torch.ones(2, 5))   # cfg.norm_topk_prob
+        True
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict) -> None:

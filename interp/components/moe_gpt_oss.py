@@ -9,8 +9,15 @@ Each expert computes ``gate = x @ W_gate + b_gate`` and ``up = x @ W_in + b_in``
 ``hook_post`` the clamped SwiGLU; ``hook_router_logits`` includes the router bias.
 
 Example:
-    >>> moe = GptOssMoE(cfg)   # cfg.experts_swiglu_limit=7.0, cfg.experts_swiglu_alpha=1.702
-    >>> moe(x).shape           # [batch, pos, d_model]
+    >>> from interp.config import HookedTransformerConfig
+    >>> cfg = HookedTransformerConfig(n_layers=1, d_model=16, n_ctx=8, d_head=4, d_mlp=32,
+    ...     act_fn="silu", gated_mlp=True, num_experts=4, experts_per_token=2,
+    ...     experts_swiglu_limit=7.0)   # and experts_swiglu_alpha=1.702, the default
+    >>> moe = GptOssMoE(cfg)
+    >>> for weight in moe.parameters():   # created empty; a model initialises or loads them
+    ...     _ = torch.nn.init.normal_(weight, std=0.1)
+    >>> moe(torch.randn(2, 5, 16)).shape           # [batch, pos, d_model]
+    torch.Size([2, 5, 16])
 """
 
 from __future__ import annotations

@@ -63,7 +63,11 @@ class LayerNormPre(LayerNorm):
     (they were folded into the next layer). ``hook_scale`` is [batch, pos, 1].
 
     Example:
-        >>> LayerNormPre(cfg)(x)   # == F.layer_norm(x, (d_model,), eps=cfg.eps)
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=4, d_head=2, act_fn="relu",
+        ...                               normalization_type="LNPre")
+        >>> x = torch.randn(2, 3, 8)
+        >>> torch.allclose(LayerNormPre(cfg)(x), F.layer_norm(x, (8,), eps=cfg.eps))
+        True
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
@@ -77,7 +81,12 @@ class RMSNormPre(nn.Module):
     [batch, pos, 1], ``sqrt(mean(x²) + eps)``.
 
     Example:
-        >>> RMSNormPre(cfg)(x)   # x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.eps)
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=4, d_head=2, act_fn="relu",
+        ...                               normalization_type="RMSPre")
+        >>> x = torch.randn(2, 3, 8)
+        >>> expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.eps)
+        >>> torch.allclose(RMSNormPre(cfg)(x), expected)
+        True
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
@@ -114,7 +123,14 @@ class RMSNorm(RMSNormPre):
     ``w`` in float32 and casts once, as ``Olmo2RMSNorm`` does.
 
     Example:
-        >>> RMSNorm(cfg)(x)   # == transformers' LlamaRMSNorm with the same weight
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=4, d_head=2, act_fn="relu",
+        ...                               normalization_type="RMS")
+        >>> norm = RMSNorm(cfg)   # == transformers' LlamaRMSNorm with the same weight
+        >>> _ = torch.nn.init.normal_(norm.w)
+        >>> x = torch.randn(2, 3, 8)
+        >>> expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.eps) * norm.w
+        >>> torch.allclose(norm(x), expected)
+        True
     """
 
     def __init__(self, cfg: HookedTransformerConfig | dict, length: int | None = None) -> None:
@@ -137,7 +153,11 @@ def applied_weight(norm: nn.Module) -> Float[Tensor, " length"] | None:
     for an RMS norm with ``cfg.rmsnorm_uses_offset`` (Gemma); None for a norm without one.
 
     Example:
-        >>> applied_weight(model.ln_final)   # what folding ln_final into W_U multiplies by
+        >>> shakespeare = interp.load_model("shakespeare-char")   # LayerNorm with weights
+        >>> applied_weight(shakespeare.ln_final).shape   # what folding ln_final into W_U uses
+        torch.Size([128])
+        >>> applied_weight(model.ln_final) is None   # attn-only-2l has no norm
+        True
     """
     w = getattr(norm, "w", None)
     if w is not None and getattr(norm, "offset", False):
@@ -153,7 +173,10 @@ def make_norm(
     a "LN", "RMSPre" a "RMS"): sandwich post-norms are never folded.
 
     Example:
-        >>> make_norm(cfg)   # RMSNorm for normalization_type="RMS"
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=4, d_head=2, act_fn="relu",
+        ...                               normalization_type="RMSPre")
+        >>> type(make_norm(cfg)).__name__, type(make_norm(cfg, weighted=True)).__name__
+        ('RMSNormPre', 'RMSNorm')
     """
     kind = cfg.normalization_type
     if kind is None:

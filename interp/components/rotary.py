@@ -135,8 +135,15 @@ class RotaryEmbedding:
     Hugging Face does: any position works, and no table has to be kept on each device.
 
     Example:
-        >>> rotary = RotaryEmbedding(inverse_frequencies(64, 10000.0))
-        >>> rotated = rotary(q, positions)   # q [batch, pos, n_heads, d_head], positions [1, pos]
+        >>> rotary = RotaryEmbedding(inverse_frequencies(4, 10000.0))   # rotary_dim 4
+        >>> q = torch.randn(1, 3, 2, 4)   # [batch, pos, n_heads, d_head]
+        >>> rotated = rotary(q, torch.arange(3)[None])   # positions [1, pos]
+        >>> rotated.shape
+        torch.Size([1, 3, 2, 4])
+        >>> torch.equal(rotated[:, 0], q[:, 0])   # position 0 is not rotated
+        True
+        >>> torch.allclose(rotated.norm(dim=-1), q.norm(dim=-1))   # a rotation keeps lengths
+        True
     """
 
     def __init__(

@@ -7,6 +7,8 @@ errors that name the contradicting fields).
 Example:
     >>> from interp.config import HookedTransformerConfig
     >>> cfg = HookedTransformerConfig(n_layers=2, d_model=64, n_heads=4, d_vocab=100, n_ctx=32)
+    >>> cfg.d_head, cfg.d_mlp   # d_model / n_heads, 4 * d_model
+    (16, 256)
 """
 
 from interp.config.checks import (

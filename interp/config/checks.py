@@ -6,7 +6,9 @@ resolve a default that depends on other fields (``n_heads``/``d_head``, ``attn_s
 calls them.
 
 Example:
+    >>> from interp.config import HookedTransformerConfig
     >>> HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=4, n_heads=3)
+    Traceback (most recent call last):
     ValueError: d_model=8 is not divisible by n_heads=3; pass d_head explicitly.
 """
 

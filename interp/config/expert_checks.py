@@ -4,7 +4,10 @@ naming the fields and the fix; ``HookedTransformerConfig.__post_init__`` calls t
 ``interp.config.checks``'s block checks.
 
 Example:
-    >>> HookedTransformerConfig(..., num_experts=4, experts_per_token=8)
+    >>> from interp.config import HookedTransformerConfig
+    >>> HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=4, d_head=4, d_mlp=16,
+    ...     act_fn="silu", gated_mlp=True, num_experts=4, experts_per_token=8)
+    Traceback (most recent call last):
     ValueError: experts_per_token=8 is more than num_experts=4: ...
 """
 

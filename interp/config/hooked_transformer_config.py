@@ -92,6 +92,8 @@ class HookedTransformerConfig:
         >>> llama = HookedTransformerConfig(n_layers=2, d_model=64, n_ctx=128, n_heads=4,
         ...     n_key_value_heads=2, d_vocab=100, normalization_type="RMS", act_fn="silu",
         ...     gated_mlp=True, d_mlp=172, positional_embedding_type="rotary", rotary_base=500000)
+        >>> llama.d_head, llama.rotary_dim   # rotary_dim defaults to d_head
+        (16, 16)
     """
 
     n_layers: int
@@ -257,8 +259,12 @@ class HookedTransformerConfig:
         as TransformerLens does when a model is built with a tokenizer.
 
         Example:
-            >>> cfg.set_d_vocab_from_tokenizer(interp.get_tokenizer("gpt2")); cfg.d_vocab
-            50257
+            >>> cfg = HookedTransformerConfig(n_layers=1, d_model=8, n_ctx=4, d_head=4)
+            >>> cfg.d_vocab   # not given: take it from the tokenizer
+            -1
+            >>> cfg.set_d_vocab_from_tokenizer(interp.get_tokenizer("gpt2"))   # shipped
+            >>> cfg.d_vocab, cfg.d_vocab_out
+            (50257, 50257)
         """
         if self.d_vocab != -1:
             return
@@ -276,8 +282,11 @@ class HookedTransformerConfig:
         TransformerLens's ``to_dict``; ``HookedTransformerConfig(**cfg.to_dict())`` is ``cfg``.
 
         Example:
+            >>> cfg = HookedTransformerConfig(n_layers=2, d_model=64, n_ctx=32, d_head=16)
             >>> cfg.to_dict()["n_heads"]
             4
+            >>> HookedTransformerConfig(**cfg.to_dict()) == cfg
+            True
         """
         return {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
 
@@ -287,8 +296,10 @@ class HookedTransformerConfig:
         name), naming unknown and missing keys.
 
         Example:
-            >>> HookedTransformerConfig.from_dict({"n_layers": 1, "d_model": 8, "n_ctx": 4,
-            ...                                    "n_heads": 2, "dtype": "bfloat16"})
+            >>> cfg = HookedTransformerConfig.from_dict({"n_layers": 1, "d_model": 8, "n_ctx": 4,
+            ...                                          "n_heads": 2, "dtype": "bfloat16"})
+            >>> cfg.dtype, cfg.d_head
+            (torch.bfloat16, 4)
         """
         if not isinstance(values, dict):
             raise TypeError(f"A config is a dict or a HookedTransformerConfig, got {values!r}.")

@@ -45,7 +45,9 @@ class ActivationKeeper:
 
     Example:
         >>> keeper = ActivationKeeper(pos_slice=-1, dtype=torch.float16)
-        >>> keeper.keep(resid, "blocks.0.hook_resid_post").shape   # [batch, 1, d_model]
+        >>> kept = keeper.keep(cache["resid_post", 0], "blocks.0.hook_resid_post")
+        >>> kept.shape, kept.dtype   # [batch, 1, d_model]
+        (torch.Size([1, 1, 128]), torch.float16)
     """
 
     device: torch.device | str | None = None

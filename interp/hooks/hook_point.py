@@ -9,6 +9,9 @@ thread's passes run them.
 
 Example:
     >>> handle = model.hook_dict["hook_embed"].add_hook(lambda embed, hook: embed * 0)
+    >>> _, cache = model.run_with_cache(tokens)
+    >>> bool(cache["hook_embed"].eq(0).all())   # the cache sees what the hook returned
+    True
     >>> handle.remove()
 """
 
@@ -81,7 +84,11 @@ class HookPoint(nn.Module):
     Example:
         >>> hook_point = model.hook_dict["blocks.0.hook_resid_pre"]
         >>> handle = hook_point.add_hook(lambda resid, hook: resid * 0)   # zero-ablate it
+        >>> len(hook_point.fwd_hooks)
+        1
         >>> handle.remove()
+        >>> hook_point.fwd_hooks
+        []
     """
 
     def __init__(self) -> None:

@@ -7,8 +7,11 @@ finish, even when the forward pass raises, and only the thread that added them r
 ``reset_hooks(including_permanent=True)``.
 
 Example:
-    >>> with model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", lambda z, hook: z * 0)]):
-    ...     ablated_logits = model(tokens)
+    >>> clean_loss = model(tokens, return_type="loss")
+    >>> with model.hooks(fwd_hooks=[("blocks.1.attn.hook_z", lambda z, hook: z * 0)]):
+    ...     ablated_loss = model(tokens, return_type="loss")   # without the induction head
+    >>> bool(ablated_loss > clean_loss)
+    True
 """
 
 from __future__ import annotations
@@ -160,6 +163,8 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         Example:
             >>> with model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", lambda z, hook: z * 0)]):
             ...     ablated_logits = model(tokens)
+            >>> model.hook_dict["blocks.0.attn.hook_z"].fwd_hooks   # removed on leaving
+            []
         """
         pairs = [("fwd", *pair) for pair in check_hook_pairs("fwd_hooks", fwd_hooks)]
         pairs += [("bwd", *pair) for pair in check_hook_pairs("bwd_hooks", bwd_hooks)]
@@ -201,7 +206,12 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         ``reset_hooks()`` afterwards, or run the backward inside ``with model.hooks(...)``.
 
         Example:
-            >>> logits = model.run_with_hooks(tokens, fwd_hooks=[("hook_embed", fn)])
+            >>> def zero_ablate(z, hook):   # z: [batch, pos, head_index, d_head]
+            ...     return z * 0
+            >>> fwd_hooks = [("blocks.1.attn.hook_z", zero_ablate)]
+            >>> logits = model.run_with_hooks(tokens, fwd_hooks=fwd_hooks)
+            >>> logits.shape   # [batch, pos, d_vocab]
+            torch.Size([1, 21, 512])
         """
         fwd_hooks = check_hook_pairs("fwd_hooks", fwd_hooks)
         bwd_hooks = check_hook_pairs("bwd_hooks", bwd_hooks)
@@ -232,7 +242,9 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         Example:
             >>> store, fwd_hooks, _ = model.get_caching_hooks("blocks.0.hook_resid_post")
             >>> with model.hooks(fwd_hooks=fwd_hooks):
-            ...     model(tokens)
+            ...     _ = model(tokens)
+            >>> store["blocks.0.hook_resid_post"].shape   # [batch, pos, d_model]
+            torch.Size([1, 21, 128])
         """
         keeper = ActivationKeeper(device, dtype, remove_batch_dim, pos_slice)
         store: dict[str, Tensor] = {} if cache is None else cache
@@ -261,7 +273,10 @@ class HookedRootModule(HookNamesMixin, nn.Module):
 
         Example:
             >>> cache = model.add_caching_hooks("blocks.0.hook_resid_post")
-            >>> model(tokens); model.reset_hooks()
+            >>> _ = model(tokens)
+            >>> model.reset_hooks()
+            >>> list(cache)
+            ['blocks.0.hook_resid_post']
         """
         store, fwd, bwd = self.get_caching_hooks(
             names_filter, incl_bwd, device, remove_batch_dim, cache
@@ -306,8 +321,10 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         Example:
             >>> logits, cache = model.run_with_cache(tokens, names_filter=lambda n: "pattern" in n)
             >>> cache["pattern", 0].shape   # [batch, head, query_pos, key_pos]
+            torch.Size([1, 1, 21, 21])
             >>> _, last = model.run_with_cache(tokens, pos_slice=-1, dtype=torch.float16)
-            >>> last["resid_post", 0].shape   # [batch, 1, d_model]
+            >>> last["resid_post", 0].shape, last["resid_post", 0].dtype   # [batch, 1, d_model]
+            (torch.Size([1, 1, 128]), torch.float16)
         """
         from interp.cache import ActivationCache
 

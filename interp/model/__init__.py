@@ -9,7 +9,11 @@ and out are ``interp.model.tokenization``.
 
 Example:
     >>> from interp.model import HookedTransformer
-    >>> model = HookedTransformer.from_pretrained("attn-only-2l")
+    >>> shakespeare = interp.load_model("shakespeare-char")   # shipped: interp.list_models()
+    >>> isinstance(shakespeare, HookedTransformer)
+    True
+    >>> shakespeare.cfg.n_layers, shakespeare.cfg.n_heads, shakespeare.cfg.d_vocab
+    (4, 4, 65)
 """
 
 from interp.model.hooked_transformer import HookedTransformer, ReturnType, TextOrTokens

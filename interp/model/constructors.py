@@ -5,8 +5,11 @@ does the work and builds ``cls``, the class each is called on (so a subclass of
 HookedTransformer loads as itself; the loaders never import this package).
 
 Example:
-    >>> model = HookedTransformer.from_pretrained("gpt2-small")
-    >>> model.save("checkpoints/gpt2-small")
+    >>> import tempfile
+    >>> folder = interp.load_model("shakespeare-char").save(tempfile.mkdtemp())
+    >>> model = interp.HookedTransformer.from_pretrained(folder)   # or a hub id, e.g. "gpt2"
+    >>> model.cfg.normalization_type   # processed as TransformerLens: layer norms folded
+    'LNPre'
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ class ModelLoadingMixin:
         (``interp.loading.native``); ``interp.loading.native.load_native`` reads it back.
 
         Example:
-            >>> model.save("checkpoints/my-model")
+            >>> import tempfile
+            >>> folder = model.save(tempfile.mkdtemp())
+            >>> sorted(path.name for path in folder.iterdir())
+            ['config.json', 'model.safetensors']
         """
         return save_native(self, folder)
 
@@ -70,7 +76,11 @@ class ModelLoadingMixin:
         See ``interp.loading.pretrained.load_pretrained``.
 
         Example:
-            >>> model = HookedTransformer.from_pretrained("gpt2-small", device="cuda")
+            >>> import tempfile
+            >>> folder = interp.load_model("shakespeare-char").save(tempfile.mkdtemp())
+            >>> model = interp.HookedTransformer.from_pretrained(folder, device="cpu")
+            >>> model.cfg.normalization_type   # layer norms folded into the next weights
+            'LNPre'
         """
         unsupported = {
             "checkpoint_index": (checkpoint_index, None),
@@ -117,9 +127,12 @@ class ModelLoadingMixin:
         so logits equal Hugging Face's (TransformerLens 2.x's function of the same name).
 
         Example:
-            >>> model = HookedTransformer.from_pretrained_no_processing("gpt2")
-            >>> torch.allclose(model(tokens), hf_gpt2(tokens).logits, atol=1e-4)
-            True
+            >>> import tempfile
+            >>> shakespeare = interp.load_model("shakespeare-char")
+            >>> folder = shakespeare.save(tempfile.mkdtemp())
+            >>> model = interp.HookedTransformer.from_pretrained_no_processing(folder)
+            >>> model.cfg.normalization_type, torch.equal(model.W_E, shakespeare.W_E)
+            ('LN', True)
         """
         return cls.from_pretrained(
             model_name,
@@ -144,7 +157,15 @@ class ModelLoadingMixin:
         ``model_args={"n_head": ...}``). See ``interp.loading.nanogpt.load_nanogpt``.
 
         Example:
-            >>> model = HookedTransformer.from_nanogpt("out/ckpt.pt")
+            >>> import os, tempfile
+            >>> from interp.loading.nanogpt import nanogpt_shapes
+            >>> args = dict(n_layer=1, n_head=2, n_embd=8, vocab_size=65, block_size=16, bias=False)
+            >>> weights = {name: torch.randn(shape) for name, shape in nanogpt_shapes(args).items()}
+            >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")   # as nanoGPT's train.py saves
+            >>> torch.save({"model": weights, "model_args": args}, path)
+            >>> model = interp.HookedTransformer.from_nanogpt(path)
+            >>> model.cfg.n_heads, model.cfg.d_vocab, model.cfg.act_fn
+            (2, 65, 'gelu')
         """
         return load_nanogpt(
             path, device, dtype, tokenizer=tokenizer, model_args=model_args, model_class=cls
@@ -162,7 +183,14 @@ class ModelLoadingMixin:
         processing); returns the model. See ``interp.loading.processing``.
 
         Example:
-            >>> model.process_weights_(fold_ln=True, center_unembed=False)
+            >>> import tempfile
+            >>> folder = interp.load_model("shakespeare-char").save(tempfile.mkdtemp())
+            >>> model = interp.HookedTransformer.from_pretrained_no_processing(folder)
+            >>> log_probs = model("To be").log_softmax(-1)
+            >>> model.process_weights_(fold_ln=True, center_unembed=False).cfg.normalization_type
+            'LNPre'
+            >>> torch.allclose(model("To be").log_softmax(-1), log_probs, atol=1e-4)
+            True
         """
         return process_weights(
             self,

@@ -6,7 +6,10 @@ using it has ``cfg``, ``tokenizer``, ``device``, ``ln_final``, ``unembed`` and t
 tokenization methods, and its forward takes ``past_kv_cache`` and ``stop_at_layer``.
 
 Example:
-    >>> model.generate("ROMEO:", max_new_tokens=50, temperature=0.8, seed=0)
+    >>> shakespeare = interp.load_model("shakespeare-char")
+    >>> text = shakespeare.generate("ROMEO:", max_new_tokens=50, temperature=0.8, seed=0)
+    >>> text.startswith("ROMEO:"), len(text)
+    (True, 56)
 """
 
 from __future__ import annotations
@@ -52,7 +55,11 @@ class GenerationMixin:
         of texts is padded on the left; left-padded token ids take their ``attention_mask``.
 
         Example:
-            >>> model.generate("ROMEO:", max_new_tokens=50, temperature=0.8, seed=0)
+            >>> shakespeare = interp.load_model("shakespeare-char")
+            >>> shakespeare.generate("ROMEO:", max_new_tokens=20, do_sample=False)   # greedy
+            'ROMEO:\\nWhat thou shalt the'
+            >>> shakespeare.generate(["ROMEO:", "JULIET: O"], max_new_tokens=5, do_sample=False)
+            ['ROMEO:\\nWhat', 'JULIET: O man ']
         """
         if isinstance(input, (str, list, tuple)):
             if attention_mask is not None:

@@ -47,9 +47,13 @@ class HookedTransformer(
     """A GPT-2-style transformer with TransformerLens's hook names and parameter layout.
 
     Example:
-        >>> model = HookedTransformer(cfg, tokenizer=interp.get_tokenizer("gpt2"))
-        >>> logits, cache = model.run_with_cache("The cat sat on the mat")
+        >>> cfg = HookedTransformerConfig(n_layers=2, d_model=64, n_ctx=32, d_head=16)
+        >>> model = HookedTransformer(cfg, tokenizer=interp.get_tokenizer("gpt2"))   # random
+        >>> model.cfg.d_vocab   # from the tokenizer
+        50257
+        >>> logits, cache = model.run_with_cache("The cat sat on the mat")   # BOS + 6 tokens
         >>> cache["pattern", 0].shape   # [batch, head, query_pos, key_pos]
+        torch.Size([1, 4, 7, 7])
     """
 
     def __init__(
@@ -219,7 +223,13 @@ class HookedTransformer(
         ``forward(residual, start_at_layer=0, attention_mask=...)`` resumes the pass.
 
         Example:
-            >>> residual, tokens, _, mask = model.input_to_embed(["Hi there", "Hello"])
+            >>> shakespeare = interp.load_model("shakespeare-char")   # one token a character
+            >>> residual, tokens, _, mask = shakespeare.input_to_embed(["Hi there", "Hello"])
+            >>> residual.shape   # [batch, pos, d_model]
+            torch.Size([2, 8, 128])
+            >>> mask   # "Hello" padded to the length of "Hi there"
+            tensor([[1, 1, 1, 1, 1, 1, 1, 1],
+                    [1, 1, 1, 1, 1, 0, 0, 0]])
         """
         past_len = past_kv_cache.length if past_kv_cache is not None else 0
         if isinstance(input, (str, list, tuple)):
@@ -335,8 +345,10 @@ class HookedTransformer(
         TransformerLens does, so ``logits, cache = model.run_with_cache(tokens)`` ports as is.
 
         Example:
-            >>> _, cache = model.run_with_cache(tokens, names_filter="blocks.1.hook_resid_post",
-            ...                                 return_type=None)   # runs blocks 0 and 1 only
+            >>> _, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_resid_post",
+            ...                                 return_type=None)   # runs block 0 only
+            >>> list(cache), _
+            (['blocks.0.hook_resid_post'], None)
         """
         if kwargs.get("device") is not None:
             check_device(kwargs["device"])

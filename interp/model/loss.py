@@ -2,7 +2,12 @@
 left out.
 
 Example:
-    >>> loss = lm_cross_entropy_loss(model(tokens), tokens)
+    >>> loss = lm_cross_entropy_loss(model(tokens), tokens)   # mean over predicted tokens
+    >>> per_token = lm_cross_entropy_loss(model(tokens), tokens, per_token=True)
+    >>> per_token.shape   # [batch, pos - 1]: the last position predicts nothing here
+    torch.Size([1, 20])
+    >>> bool(per_token[0, 11:].mean() < 1 < per_token[0, :10].mean())   # the repeat is easy
+    True
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ TransformerLens's ``check_hooks_to_add`` asserts.
 Example:
     >>> model.set_use_attn_result(True)
     >>> _, cache = model.run_with_cache(tokens, names_filter=lambda name: "result" in name)
+    >>> cache["result", 0].shape   # each head's output: [batch, pos, head_index, d_model]
+    torch.Size([1, 21, 1, 128])
+    >>> model.set_use_attn_result(False)   # the switch stays on the model until turned off
 """
 
 from __future__ import annotations

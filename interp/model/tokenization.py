@@ -188,8 +188,11 @@ class TokenizationMixin:
         text cut to its first n_ctx tokens unless ``truncate=False`` (as TransformerLens).
 
         Example:
-            >>> model.to_tokens("Hello world")
-            tensor([[50256, 15496,   995]])
+            >>> shakespeare = interp.load_model("shakespeare-char")   # one token a character
+            >>> shakespeare.to_tokens("Hello")   # no BOS: default_prepend_bos is False
+            tensor([[20, 43, 50, 50, 53]])
+            >>> model.to_tokens("12 305 12")   # attn-only-2l: BOS, then numbered symbols
+            tensor([[511,  12, 305,  12]])
         """
         tokens, _ = self._tokenize(input, prepend_bos, padding_side, truncate)
         return tokens.to(self.device) if move_to_device else tokens
@@ -198,8 +201,9 @@ class TokenizationMixin:
         """The id of a string that is exactly one token (e.g. ``" Mary"``).
 
         Example:
-            >>> model.to_single_token(" Mary")
-            5335
+            >>> shakespeare = interp.load_model("shakespeare-char")   # one token a character
+            >>> shakespeare.to_single_token("M")
+            25
         """
         if not isinstance(string, str):
             raise TypeError(f"to_single_token takes a string, got {type(string).__name__}.")
@@ -223,8 +227,10 @@ class TokenizationMixin:
         [pos] or [1, pos]); its first or last occurrence by ``mode``.
 
         Example:
-            >>> model.get_token_position(" Mary", "When Mary and John went, John gave Mary")
-            2
+            >>> model.get_token_position("12", "12 305 12")   # position 0 is BOS
+            1
+            >>> model.get_token_position("12", "12 305 12", mode="last")
+            3
         """
         if mode not in ("first", "last"):
             raise ValueError(f"mode must be 'first' or 'last', not {mode!r}.")
@@ -271,8 +277,11 @@ class TokenizationMixin:
         [batch > 1, pos] gives a list of lists. An id outside the vocabulary is an error.
 
         Example:
-            >>> model.to_str_tokens("Hello world")
-            ['<|endoftext|>', 'Hello', ' world']
+            >>> shakespeare = interp.load_model("shakespeare-char")   # one token a character
+            >>> shakespeare.to_str_tokens("Hello")
+            ['H', 'e', 'l', 'l', 'o']
+            >>> model.to_str_tokens("12 305 12")
+            ['<|bos|>', '12', '305', '12']
         """
         tokenizer = self._require_tokenizer()
         if isinstance(input, str):
@@ -296,8 +305,9 @@ class TokenizationMixin:
         vocabulary is an error naming it.
 
         Example:
-            >>> model.to_string(torch.tensor([15496, 995]))
-            'Hello world'
+            >>> shakespeare = interp.load_model("shakespeare-char")   # one token a character
+            >>> shakespeare.to_string(torch.tensor([20, 43, 50, 50, 53]))
+            'Hello'
         """
         tokenizer = self._require_tokenizer()
         tokens = torch.as_tensor(tokens) if not isinstance(tokens, Tensor) else tokens
@@ -313,8 +323,9 @@ class TokenizationMixin:
         """The text of one token id.
 
         Example:
-            >>> model.to_single_str_token(5335)
-            ' Mary'
+            >>> shakespeare = interp.load_model("shakespeare-char")   # one token a character
+            >>> shakespeare.to_single_str_token(25)
+            'M'
         """
         if isinstance(int_token, bool) or not isinstance(int_token, int):
             raise TypeError(

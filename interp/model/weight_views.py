@@ -5,7 +5,9 @@ and tokens' unembedding directions.
 
 Example:
     >>> model.W_Q.shape   # [n_layers, n_heads, d_model, d_head]
-    >>> model.OV[1, 4].eigenvalues   # layer 1, head 4
+    torch.Size([2, 1, 128, 64])
+    >>> model.OV[1, 0].eigenvalues.shape   # layer 1, head 0: [d_head]
+    torch.Size([64])
 """
 
 from __future__ import annotations
@@ -67,8 +69,10 @@ class WeightViewsMixin:
         miss its scale.
 
         Example:
-            >>> model.tokens_to_residual_directions(" Mary").shape
-            torch.Size([768])
+            >>> model.tokens_to_residual_directions("7").shape   # [d_model]
+            torch.Size([128])
+            >>> model.tokens_to_residual_directions(torch.tensor([7, 8])).shape
+            torch.Size([2, 128])
         """
         if isinstance(tokens, str):
             return self.W_U[:, self.to_single_token(tokens)]

@@ -1,13 +1,20 @@
 """Activation, path and attribution patching, batched, with TransformerLens's names.
 
 Example:
-    >>> _, clean_cache = model.run_with_cache(clean_tokens)
-    >>> metric = interp.patching.normalized_logit_diff(answers, clean_logits, corrupted_logits)
+    >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+    >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+    >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+    >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+    ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
     >>> result = interp.patching.get_act_patch_resid_pre(
     ...     model, corrupted_tokens, clean_cache, metric)
-    >>> result.plot()   # layer x position heatmap with token labels
+    >>> result.shape   # [n_layers, pos]: 1 where a patch restores the clean answer
+    torch.Size([2, 21])
+    >>> figure = result.plot()   # layer x position heatmap with token labels (plotly)
     >>> exact = interp.patching.get_act_patch_resid_pre(
     ...     model, corrupted_tokens, clean_cache, metric, exact=True)  # = TL's loop, to the bit
+    >>> bool((exact - result).abs().max() < 1e-3)
+    True
 """
 
 from interp.patching.activation import (

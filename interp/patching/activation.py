@@ -138,10 +138,25 @@ def generic_activation_patch(
     Returns a ``LabelledTensor``; with ``return_index_df``, also the index DataFrame
     (needs pandas).
 
+    Args:
+        max_batch_size: sequences per forward pass.
+        metric_positions: for a plain metric, the positions whose logits it reads (it then
+            gets those alone); by default they are found on the corrupted run
+            (``interp.patching.metrics.infer_metric_reads``).
+        progress: show a tqdm bar.
+
     Example:
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
         >>> result = generic_activation_patch(model, corrupted_tokens, clean_cache, metric,
         ...     layer_pos_patch_setter, "resid_pre", index_axis_names=("layer", "pos"))
         >>> result.shape   # [n_layers, pos]
+        torch.Size([2, 21])
+        >>> [round(value, 2) for value in result[:, 10].tolist()]   # restored by position 10
+        [1.0, 1.0]
     """
     if (index_axis_names is None) == (index_df is None):
         raise ValueError("Pass exactly one of index_axis_names and index_df.")
@@ -237,6 +252,28 @@ ACTIVATION_PATCH_KINDS: dict[str, tuple[str, tuple[PatchSetter, tuple[str, ...]]
 }  # fmt: skip
 
 
+# The docstring examples' clean and corrupted runs (``pytest --doctest-modules``): on the
+# shipped attn-only-2l, its repeated tokens with one token of the first copy changed, so that
+# the induction head predicts the other token; on shakespeare-char for kinds that need MLPs.
+EXAMPLE_SETUP = """\
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)"""
+EXAMPLE_SETUP_MLP = """\
+        >>> model = interp.load_model("shakespeare-char")   # attn-only-2l has no MLPs
+        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not")
+        >>> corrupted_tokens = model.to_tokens("To go, or not")
+        >>> metric = interp.patching.KLDivergence(clean_logits)   # 0: the clean prediction"""
+
+
+def example_setup(kind: str) -> str:
+    """The docstring example's setup for a patch of ``kind`` (one that reads an MLP or its
+    residual stream needs a model with MLPs)."""
+    return EXAMPLE_SETUP_MLP if kind in ("resid_mid", "mlp_out") else EXAMPLE_SETUP
+
+
 def _sweep(kind: str) -> Callable[..., LabelledTensor]:
     """``get_act_patch_<kind>``: ``generic_activation_patch`` over the kind's index grid."""
     activation_name, (patch_setter, index_axis_names), what = ACTIVATION_PATCH_KINDS[kind]
@@ -282,7 +319,10 @@ def _sweep(kind: str) -> Callable[..., LabelledTensor]:
     ``generic_activation_patch``).
 
     Example:
+{example_setup(kind)}
         >>> result = interp.patching.{name}(model, corrupted_tokens, clean_cache, metric)
+        >>> result.axis_names
+        {tuple(index_axis_names)!r}
     """
     return sweep
 
@@ -349,9 +389,15 @@ def get_act_patch_block_every(
     ``exact``).
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")   # attn-only-2l has no MLPs
+        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not")
+        >>> corrupted_tokens = model.to_tokens("To go, or not")
+        >>> metric = interp.patching.KLDivergence(clean_logits)   # 0: the clean prediction
         >>> result = get_act_patch_block_every(model, corrupted_tokens, clean_cache, metric)
         >>> result.labels("patch_type")
         ['resid_pre', 'attn_out', 'mlp_out']
+        >>> result.shape   # [3, n_layers, pos]
+        torch.Size([3, 4, 13])
     """
     results = [
         _SWEEPS[kind](model, corrupted_tokens, clean_cache, metric, **options)
@@ -369,7 +415,17 @@ def get_act_patch_attn_head_all_pos_every(
     ``exact``).
 
     Example:
-        >>> get_act_patch_attn_head_all_pos_every(model, corrupted, clean_cache, metric).shape
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> result = get_act_patch_attn_head_all_pos_every(
+        ...     model, corrupted_tokens, clean_cache, metric)
+        >>> result.shape, result.labels("patch_type")   # [5, n_layers, n_heads]
+        (torch.Size([5, 2, 1]), ['out', 'q', 'k', 'v', 'pattern'])
+        >>> [round(value, 2) for value in result[:, 1, 0].tolist()]   # L1H0 reads 7's value
+        [1.0, 0.0, 0.0, 1.0, 0.0]
     """
     results = _head_results("all_pos", model, corrupted_tokens, clean_cache, metric, options)
     results[4] = LabelledTensor(results[4], results[0].axis_names, results[0].axis_labels)
@@ -385,7 +441,15 @@ def get_act_patch_attn_head_by_pos_every(
     ``metric_positions``, ``progress``, ``exact``).
 
     Example:
-        >>> get_act_patch_attn_head_by_pos_every(model, corrupted, clean_cache, metric).shape
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> result = get_act_patch_attn_head_by_pos_every(
+        ...     model, corrupted_tokens, clean_cache, metric)
+        >>> result.shape   # [5, n_layers, pos, n_heads]
+        torch.Size([5, 2, 21, 1])
     """
     results = _head_results("by_pos", model, corrupted_tokens, clean_cache, metric, options)
     pattern = einops.rearrange(results[4].as_subclass(Tensor), "layer head pos -> layer pos head")

@@ -21,7 +21,12 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.patching.activation import BLOCK_PATCH_TYPES, HEAD_PATCH_TYPES, per_query_head
+from interp.patching.activation import (
+    BLOCK_PATCH_TYPES,
+    HEAD_PATCH_TYPES,
+    example_setup,
+    per_query_head,
+)
 from interp.patching.engine import check_same_shape
 from interp.patching.metrics import PatchingMetric
 from interp.patching.plain_metrics import metric_value
@@ -89,9 +94,15 @@ def attribution_patch(
     ``get_act_patch_<kind>`` (default: every kind in ``ATTRIBUTION_KINDS``).
 
     Example:
-        >>> estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric)
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> kinds = ["resid_pre", "attn_head_out_all_pos"]
+        >>> estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric, kinds)
         >>> estimates["resid_pre"].shape, estimates["attn_head_out_all_pos"].shape
-        (torch.Size([n_layers, pos]), torch.Size([n_layers, n_heads]))
+        (torch.Size([2, 21]), torch.Size([2, 1]))
     """
     kinds = list(ATTRIBUTION_KINDS) if kinds is None else list(kinds)
     unknown = [kind for kind in kinds if kind not in ATTRIBUTION_KINDS]
@@ -159,8 +170,13 @@ def _attribution_function(kind: str) -> Callable[..., LabelledTensor]:
     shape and labels, from one forward and one backward pass.
 
     Example:
-        >>> exact = interp.patching.get_act_patch_{kind}(model, corrupted, clean_cache, metric)
-        >>> estimate = interp.patching.get_attr_patch_{kind}(model, corrupted, clean_cache, metric)
+{example_setup(kind)}
+        >>> exact = interp.patching.get_act_patch_{kind}(
+        ...     model, corrupted_tokens, clean_cache, metric)
+        >>> estimate = interp.patching.get_attr_patch_{kind}(
+        ...     model, corrupted_tokens, clean_cache, metric)
+        >>> estimate.shape == exact.shape, estimate.axis_names == exact.axis_names
+        (True, True)
     """
     return estimate
 
@@ -201,7 +217,12 @@ def get_attr_patch_block_every(model, corrupted_tokens, clean_cache, metric, **o
     mlp_out), from one forward and one backward pass.
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")   # attn-only-2l has no MLPs
+        >>> clean_logits, clean_cache = model.run_with_cache("To be, or not")
+        >>> corrupted_tokens = model.to_tokens("To go, or not")
+        >>> metric = interp.patching.KLDivergence(clean_logits)   # 0: the clean prediction
         >>> get_attr_patch_block_every(model, corrupted_tokens, clean_cache, metric).shape
+        torch.Size([3, 4, 13])
     """
     kinds = BLOCK_PATCH_TYPES
     estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric, kinds, **options)
@@ -212,7 +233,14 @@ def get_attr_patch_attn_head_all_pos_every(model, corrupted_tokens, clean_cache,
     """Estimates of ``get_act_patch_attn_head_all_pos_every``: [5, n_layers, n_heads].
 
     Example:
-        >>> get_attr_patch_attn_head_all_pos_every(model, corrupted, clean_cache, metric).shape
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> get_attr_patch_attn_head_all_pos_every(
+        ...     model, corrupted_tokens, clean_cache, metric).shape   # [5, n_layers, n_heads]
+        torch.Size([5, 2, 1])
     """
     kinds = [f"attn_head_{kind}_all_pos" for kind in HEAD_PATCH_TYPES]
     estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric, kinds, **options)
@@ -225,7 +253,14 @@ def get_attr_patch_attn_head_by_pos_every(model, corrupted_tokens, clean_cache, 
     (the pattern's destination position as ``pos``).
 
     Example:
-        >>> get_attr_patch_attn_head_by_pos_every(model, corrupted, clean_cache, metric).shape
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> get_attr_patch_attn_head_by_pos_every(
+        ...     model, corrupted_tokens, clean_cache, metric).shape   # [5, n_layers, pos, n_heads]
+        torch.Size([5, 2, 21, 1])
     """
     kinds = [f"attn_head_{kind}_by_pos" for kind in HEAD_PATCH_TYPES]
     estimates = attribution_patch(model, corrupted_tokens, clean_cache, metric, kinds, **options)

@@ -16,7 +16,11 @@ def check_same_shape(
     differ in number or length, and patching one into the other would fail or broadcast.
 
     Example:
-        >>> check_same_shape("blocks.0.hook_z", clean_cache["blocks.0.hook_z"], z)
+        >>> z = cache["blocks.0.attn.hook_z"]   # [batch, pos, head_index, d_head]
+        >>> check_same_shape("blocks.0.attn.hook_z", z, z)   # fine: nothing happens
+        >>> check_same_shape("blocks.0.attn.hook_z", z, z[:, :5])
+        Traceback (most recent call last):
+        ValueError: The clean blocks.0.attn.hook_z has shape (1, 21, 1, 64) but the corrupted ...
     """
     if clean.shape != corrupted.shape:
         raise ValueError(

@@ -161,8 +161,18 @@ def run_patches(
     forward pass (``interp.patching.exact``): results equal the loop bit for bit, slower.
 
     Example:
-        >>> runs = [PatchRun(i, (layer, pos), f"blocks.{layer}.hook_resid_pre", layer) ...]
-        >>> run_patches(model, corrupted_tokens, clean_cache, layer_pos_patch_setter, runs, metric)
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> from interp.patching.activation import layer_pos_patch_setter
+        >>> runs = [PatchRun(i, (layer, 10), f"blocks.{layer}.hook_resid_pre", layer)
+        ...         for i, layer in enumerate(range(2))]   # position 10 entering each block
+        >>> values = run_patches(model, corrupted_tokens, clean_cache, layer_pos_patch_setter,
+        ...                      runs, metric, progress=False)
+        >>> [round(value, 2) for value in values.tolist()]
+        [1.0, 1.0]
     """
     if max_batch_size < 1:
         raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}.")

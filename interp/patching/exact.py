@@ -43,7 +43,13 @@ def loop_metric_value(
     tensor of its own.
 
     Example:
-        >>> loop_metric_value(metric, model(corrupted_tokens))   # the unpatched value
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> round(loop_metric_value(metric, model(corrupted_tokens)).item(), 3)   # unpatched
+        0.0
     """
     if metric_positions is not None:
         positions = [metric_positions] if isinstance(metric_positions, int) else metric_positions
@@ -66,7 +72,13 @@ def unpatched_metric_value(
     exactly 0 here).
 
     Example:
-        >>> unpatched_metric_value(model, corrupted_tokens, metric)
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> round(unpatched_metric_value(model, corrupted_tokens, metric).item(), 3)
+        0.0
     """
     with torch.no_grad():
         return loop_metric_value(metric, model(tokens), metric_positions)
@@ -88,8 +100,18 @@ def run_patches_exactly(
     loop (see the module docstring). ``patch_setter`` is TransformerLens's setter contract.
 
     Example:
-        >>> run_patches_exactly(model, corrupted_tokens, clean_cache, layer_pos_patch_setter,
-        ...                     runs, metric)
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> from interp.patching.activation import layer_pos_patch_setter
+        >>> runs = [PatchRun(i, (layer, 10), f"blocks.{layer}.hook_resid_pre", layer)
+        ...         for i, layer in enumerate(range(2))]   # position 10 entering each block
+        >>> values = run_patches_exactly(model, corrupted_tokens, clean_cache,
+        ...                              layer_pos_patch_setter, runs, metric, progress=False)
+        >>> [round(value, 2) for value in values.tolist()]
+        [1.0, 1.0]
     """
     results = torch.empty(len(runs), device=model.device)
     by_hook: dict[str, list[PatchRun]] = {}

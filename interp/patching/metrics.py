@@ -48,7 +48,10 @@ def check_metric_token_ids(token_ids: Tensor, what: str, d_vocab: int | None = N
     the end of the vocabulary) or, when ``d_vocab`` is given, are not below it.
 
     Example:
-        >>> check_metric_token_ids(torch.tensor([3, 99]), "answer_tokens", d_vocab=50)  # ValueError
+        >>> check_metric_token_ids(torch.tensor([3, 49]), "answer_tokens", d_vocab=50)   # fine
+        >>> check_metric_token_ids(torch.tensor([3, 99]), "answer_tokens", d_vocab=50)
+        Traceback (most recent call last):
+        ValueError: answer_tokens has token ids [99] outside the model's vocabulary [0, 50); ...
     """
     if token_ids.is_floating_point() or token_ids.is_complex() or token_ids.dtype == torch.bool:
         raise ValueError(f"{what} must be integer token ids, got dtype {token_ids.dtype}.")
@@ -92,6 +95,7 @@ class PatchingMetric:
         ...     def score(self, position_logits):
         ...         return position_logits[:, -1].max(dim=-1).values
         >>> TopLogit(positions=-1)(model(tokens)).shape   # [batch]
+        torch.Size([1])
     """
 
     def __init__(
@@ -130,7 +134,10 @@ class FunctionMetric(PatchingMetric):
 
     Example:
         >>> metric = FunctionMetric(lambda logits: logits[:, -1, 42], positions=-1)
-        >>> metric = FunctionMetric(lambda logits: logits[:, -1, 0], vocab=[42])   # the same
+        >>> same = FunctionMetric(lambda logits: logits[:, -1, 0], vocab=[42])   # column 0: 42
+        >>> logits = model(tokens)
+        >>> torch.equal(metric(logits), same(logits)), metric(logits).shape   # [batch]
+        (True, torch.Size([1]))
     """
 
     def __init__(
@@ -153,8 +160,11 @@ class LogitDiff(PatchingMetric):
     pairs), or [2] for every prompt.
 
     Example:
-        >>> metric = LogitDiff(torch.tensor([[mary, john]]))
-        >>> metric(model(tokens))   # [batch]
+        >>> # After the repeat's "9" (position -2) the answer is 211, which followed it before:
+        >>> metric = LogitDiff(torch.tensor([[211, 7]]), position=-2)   # [n_prompts, 2]
+        >>> values = metric(model(tokens))   # [batch]
+        >>> values.shape, round(values[0].item())
+        (torch.Size([1]), 14)
     """
 
     def __init__(self, answer_tokens: Int[Tensor, "... 2"], position: int = -1) -> None:
@@ -189,7 +199,9 @@ class AnswerProbability(PatchingMetric):
     ``answer_tokens`` is [n_prompts] or a single id for every prompt.
 
     Example:
-        >>> AnswerProbability(torch.tensor([mary]))(model(tokens))
+        >>> probability = AnswerProbability(torch.tensor([211]), position=-2)(model(tokens))
+        >>> round(probability[0].item(), 3)   # the induction head's prediction: [batch]
+        0.995
     """
 
     def __init__(self, answer_tokens: Int[Tensor, " n_prompts"] | int, position: int = -1):
@@ -211,7 +223,13 @@ class KLDivergence(PatchingMetric):
     those positions, per row: 0 when the patch restores the clean prediction.
 
     Example:
-        >>> KLDivergence(clean_logits)(patched_logits)   # [batch]
+        >>> corrupted_tokens = tokens.clone()
+        >>> corrupted_tokens[0, 10] = 7   # the first copy's last token, 211, becomes 7
+        >>> metric = KLDivergence(model(tokens), positions=-2)
+        >>> metric(model(tokens)).tolist()   # [batch]: the clean run itself
+        [0.0]
+        >>> bool(metric(model(corrupted_tokens))[0] > 10)   # predicts 7 instead of 211
+        True
     """
 
     def __init__(
@@ -250,8 +268,13 @@ class NormalizedMetric(PatchingMetric):
     normalisation is affine, so a run's mean over prompts is the normalised mean.
 
     Example:
-        >>> metric = NormalizedMetric.from_logits(LogitDiff(answers), clean_logits, corrupt_logits)
-        >>> metric(clean_logits).mean(), metric(corrupt_logits).mean()   # 1.0, 0.0
+        >>> corrupted_tokens = tokens.clone()
+        >>> corrupted_tokens[0, 10] = 7   # the first copy's last token, 211, becomes 7
+        >>> clean_logits, corrupt_logits = model(tokens), model(corrupted_tokens)
+        >>> base = LogitDiff(torch.tensor([[211, 7]]), position=-2)
+        >>> metric = NormalizedMetric.from_logits(base, clean_logits, corrupt_logits)
+        >>> metric(clean_logits).item(), metric(corrupt_logits).item()
+        (1.0, 0.0)
     """
 
     def __init__(self, base: PatchingMetric, clean_value: float, corrupted_value: float) -> None:
@@ -311,8 +334,15 @@ def normalized_logit_diff(
     """The normalised patching metric for a logit difference (0 = corrupted, 1 = clean).
 
     Example:
-        >>> metric = normalized_logit_diff(answers, clean_logits, corrupted_logits)
-        >>> interp.patching.get_act_patch_resid_pre(model, corrupted_tokens, clean_cache, metric)
+        >>> corrupted_tokens = tokens.clone()
+        >>> corrupted_tokens[0, 10] = 7   # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = normalized_logit_diff(
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> result = interp.patching.get_act_patch_resid_pre(
+        ...     model, corrupted_tokens, clean_cache, metric)
+        >>> round(result[0, 10].item(), 2)   # the clean token 211 at position 10 restores it
+        1.0
     """
     return NormalizedMetric.from_logits(
         LogitDiff(answer_tokens, position), clean_logits, corrupted_logits

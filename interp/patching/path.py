@@ -147,9 +147,26 @@ def path_patch_runs(
     equal such a hand-written loop (``run_with_hooks`` per step, the same ``orig_cache``) bit
     for bit.
 
+    Args:
+        orig_tokens: the prompts of the run being measured [prompt, pos].
+        new_cache: the cache of the run the senders' outputs come from (same shape).
+        sender_sets: one list of ``(layer, head)`` senders per result, patched together.
+        receivers: what the senders' signal is allowed to reach: ``"resid_end"`` (the final
+            residual stream), ``(layer, head, "q" | "k" | "v")`` (one input of a head) or
+            ``(layer, "mlp")`` (an MLP's input).
+        metric_positions: for a plain metric, the positions whose logits it reads.
+        max_batch_size: sequences per forward pass.
+
     Example:
-        >>> path_patch_runs(model, clean_tokens, corrupted_cache, metric,
-        ...                 [[(9, 6)], [(9, 9)]], receivers=["resid_end"])
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> corrupted_logits, corrupted_cache = model.run_with_cache(corrupted_tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), model(tokens), corrupted_logits, position=-2)
+        >>> values = path_patch_runs(model, tokens, corrupted_cache, metric,
+        ...                          [[(0, 0)], [(1, 0)]], receivers=["resid_end"])
+        >>> [round(value, 2) for value in values.tolist()]   # L1H0 writes the answer directly
+        [1.0, 0.0]
     """
     tokens = model.check_tokens(orig_tokens)
     n_prompts = tokens.shape[0]
@@ -432,8 +449,15 @@ def path_patch(
     ``progress``, ``exact``, ``orig_cache``).
 
     Example:
-        >>> path_patch(model, clean_tokens, corrupted_cache, metric, senders=[(9, 9)],
-        ...            receivers=["resid_end"])
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> corrupted_logits, corrupted_cache = model.run_with_cache(corrupted_tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), model(tokens), corrupted_logits, position=-2)
+        >>> value = path_patch(model, tokens, corrupted_cache, metric, senders=[(1, 0)],
+        ...                    receivers=["resid_end"])
+        >>> round(value.item(), 2)   # the corrupted answer, through L1H0's direct path alone
+        0.0
     """
     return path_patch_runs(
         model, orig_tokens, new_cache, patching_metric, [list(senders)], receivers, **options
@@ -458,7 +482,14 @@ def get_path_patch_head_to_final_resid_post(
     ``options`` are ``path_patch_runs``'s (``exact=True``: bit for bit ARENA's loop).
 
     Example:
-        >>> get_path_patch_head_to_final_resid_post(model, clean_tokens, abc_cache, metric)
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> corrupted_logits, corrupted_cache = model.run_with_cache(corrupted_tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), model(tokens), corrupted_logits, position=-2)
+        >>> result = get_path_patch_head_to_final_resid_post(model, tokens, corrupted_cache, metric)
+        >>> result.axis_names, result.shape   # [n_layers, n_heads]
+        (('layer', 'head'), torch.Size([2, 1]))
     """
     values = path_patch_runs(
         model, orig_tokens, new_cache, patching_metric, _every_head(model), ["resid_end"], **options
@@ -483,8 +514,15 @@ def get_path_patch_head_to_heads(
     ``run_with_hooks`` per head).
 
     Example:
-        >>> get_path_patch_head_to_heads(model, clean_tokens, abc_cache, metric,
-        ...     receiver_heads=[(9, 6), (9, 9), (10, 0)], receiver_input="q")
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> corrupted_logits, corrupted_cache = model.run_with_cache(corrupted_tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), model(tokens), corrupted_logits, position=-2)
+        >>> result = get_path_patch_head_to_heads(model, tokens, corrupted_cache, metric,
+        ...     receiver_heads=[(1, 0)], receiver_input="v")   # senders into L1H0's values
+        >>> result.shape   # [n_layers, n_heads]: every sender head
+        torch.Size([2, 1])
     """
     kinds = [receiver_input] if isinstance(receiver_input, str) else list(receiver_input)
     receivers = [(layer, head, kind) for layer, head in receiver_heads for kind in kinds]

@@ -23,11 +23,18 @@ class LabelledTensor(Tensor):
     """A tensor with named, labelled axes, ready for ``interp.viz.plots.imshow``.
 
     Example:
-        >>> result = interp.patching.get_act_patch_resid_pre(model, corrupted, cache, metric)
-        >>> result.axis_names, result.axis_labels[0][:2]
-        (('layer', 'pos'), ['L0', 'L1'])
-        >>> interp.viz.plots.imshow(result, y_labels=result.axis_labels[0],
-        ...                         x_labels=result.axis_labels[1])
+        >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+        >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+        >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+        >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+        ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+        >>> result = interp.patching.get_act_patch_resid_pre(
+        ...     model, corrupted_tokens, clean_cache, metric)
+        >>> result.axis_names, result.axis_labels[0], result.axis_labels[1][:3]
+        (('layer', 'pos'), ['L0', 'L1'], ['<|bos|>|0', '172|1', '47|2'])
+        >>> import interp.viz.plots
+        >>> figure = interp.viz.plots.imshow(result, y_labels=result.axis_labels[0],
+        ...                                  x_labels=result.axis_labels[1])
     """
 
     axis_names: tuple[str, ...]
@@ -66,7 +73,20 @@ class LabelledTensor(Tensor):
         ``"L2 cat|5"`` for [layer, pos] (a layer label runs straight into a head label).
 
         Example:
-            >>> scatter(exact.flatten(), attribution.flatten(), point_labels=exact.flat_labels())
+            >>> corrupted_tokens = tokens.clone()   # BOS, 10 random tokens, the same 10 again
+            >>> corrupted_tokens[0, 10] = 7         # the first copy's last token, 211, becomes 7
+            >>> clean_logits, clean_cache = model.run_with_cache(tokens)
+            >>> metric = interp.patching.normalized_logit_diff(   # 211 vs 7 after the repeat's 9
+            ...     torch.tensor([211, 7]), clean_logits, model(corrupted_tokens), position=-2)
+            >>> exact = interp.patching.get_act_patch_resid_pre(
+            ...     model, corrupted_tokens, clean_cache, metric)
+            >>> exact.flat_labels()[:2]   # one label a cell, in row-major order
+            ['L0 <|bos|>|0', 'L0 172|1']
+            >>> attribution = interp.patching.get_attr_patch_resid_pre(
+            ...     model, corrupted_tokens, clean_cache, metric)
+            >>> from interp.viz.plots import scatter
+            >>> figure = scatter(exact.flatten(), attribution.flatten(),
+            ...                  point_labels=exact.flat_labels())
         """
         cells = [""]
         previous = None

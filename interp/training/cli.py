@@ -3,7 +3,11 @@ one of the shipped models' recipes (``interp.training.run.train``) and save it.
 
 Example:
     >>> from interp.training.cli import main
-    >>> main(["--help"])  # prints the usage and exits  # doctest: +SKIP
+    >>> try:
+    ...     main(["--help"])  # prints the usage and exits
+    ... except SystemExit:
+    ...     pass
+    usage: python -m interp.train ...
 """
 
 from __future__ import annotations

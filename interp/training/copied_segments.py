@@ -3,6 +3,8 @@ copied, and a loss mask over the predictions inside the copy.
 
 Example:
     >>> tokens, mask = copied_segment_batch(32, 65, 512, torch.Generator(), 2, 24)
+    >>> tokens.shape, mask.shape   # [batch, length], [batch, length - 1]
+    (torch.Size([32, 65]), torch.Size([32, 64]))
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 repeated once, averaged over positions and per position (the model card's figures).
 
 Example:
-    >>> induction_figures(interp.load_model("attn-only-2l"))["induction_scores"][1]
-    [0.9..., ...]
+    >>> induction_figures(interp.load_model("attn-only-2l"))["induction_scores"]
+    [[0.0...], [0.95...]]
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ def induction_figures(
     before (over every position after the first).
 
     Example:
-        >>> induction_figures(interp.load_model("attn-only-2l"))["induction_scores"][1]
-        [0.9..., ...]
+        >>> figures = induction_figures(interp.load_model("attn-only-2l"))
+        >>> sorted(figures)
+        ['induction_scores', 'previous_token_scores', 'second_copy_loss']
+        >>> [round(score, 2) for score in figures["induction_scores"][1]]   # L1H0
+        [0.95]
     """
     tokens = repeated_sequence(batch_size, half_length, model.cfg.d_vocab, seed)
     logits, cache = model.run_with_cache(tokens, names_filter=lambda name: "pattern" in name)
@@ -90,7 +93,10 @@ def position_scores(
 
     Example:
         >>> previous, induction = position_scores(interp.load_model("attn-only-2l"), 32, 64)
-        >>> previous[0, 0].min(), induction[1, 0].min()  # L0H0 at positions 1-63, L1H0 at 33-63
+        >>> previous.shape, induction.shape   # [n_layers, n_heads, 63], [n_layers, n_heads, 31]
+        (torch.Size([2, 1, 63]), torch.Size([2, 1, 31]))
+        >>> previous[0, 0].min() > 0.8, induction[1, 0].min() > 0.8  # L0H0, L1H0 everywhere
+        (tensor(True), tensor(True))
     """
     tokens = repeated_sequence(batch_size, half_length, model.cfg.d_vocab, seed)[:, :length]
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: "pattern" in name)

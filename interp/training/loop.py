@@ -2,7 +2,10 @@
 decay groups, and ``fit``, which trains a model in place on a stream of batches.
 
 Example:
-    >>> losses = fit(model, RECIPES["shakespeare-char"], next_batch)
+    >>> from interp.training.recipes import RECIPES
+    >>> recipe = RECIPES["shakespeare-char"]   # warmup, then cosine decay to min_lr
+    >>> [lr_at(step, recipe) for step in (0, recipe.warmup_steps - 1, recipe.steps)]
+    [2e-05, 0.002, 0.0002]
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ def lr_at(step: int, recipe: Recipe) -> float:
     """Linear warmup, then cosine decay from ``lr`` to ``min_lr`` at the last step.
 
     Example:
-        >>> lr_at(0, RECIPES["shakespeare-char"])
+        >>> from interp.training.recipes import RECIPES
+        >>> lr_at(0, RECIPES["shakespeare-char"])   # lr / warmup_steps
         2e-05
     """
     if step < recipe.warmup_steps:
@@ -67,7 +71,23 @@ def fit(
     would turn to gibberish.)
 
     Example:
-        >>> fit(model, recipe, lambda: (text_batch(tokens, 32, model.cfg.n_ctx + 1, gen), None))
+        >>> import dataclasses
+        >>> from interp.config import HookedTransformerConfig
+        >>> from interp.training.recipes import RECIPES
+        >>> from interp.training.text import default_text, text_batch
+        >>> text = default_text()[:5000]
+        >>> alphabet = sorted(set(text))
+        >>> tokens = torch.tensor([alphabet.index(char) for char in text])
+        >>> cfg = HookedTransformerConfig(n_layers=1, d_model=32, n_heads=2, n_ctx=16,
+        ...                               d_vocab=len(alphabet), act_fn="gelu")
+        >>> model = HookedTransformer(cfg)   # random weights
+        >>> recipe = dataclasses.replace(   # a few steps at a constant, high learning rate
+        ...     RECIPES["shakespeare-char"], steps=5, warmup_steps=1, lr=1e-2, min_lr=1e-2)
+        >>> gen = torch.Generator().manual_seed(0)
+        >>> losses = fit(model, recipe, lambda: (text_batch(tokens, 8, cfg.n_ctx + 1, gen), None),
+        ...              progress=False)
+        >>> len(losses), losses[-1] < losses[0]
+        (5, True)
     """
     optimizer = make_optimizer(model, recipe)
     losses = []

@@ -3,7 +3,14 @@ figures (losses, induction scores) in ``model.cfg.extra``.
 
 Example:
     >>> from interp.training.run import train
-    >>> model = train("attn-only-2l", steps=2, progress=False)  # trains  # doctest: +SKIP
+    >>> from interp.training.text import default_text
+    >>> threads = torch.get_num_threads()   # train() sets the recipe's thread count
+    >>> model = train("shakespeare-char", text=default_text()[:3000], steps=2, batch_size=2,
+    ...               progress=False)   # 2 steps on 3000 characters, to show the figures
+    >>> torch.set_num_threads(threads)
+    >>> sorted(model.cfg.extra)
+    ['final_train_loss', 'seed', 'steps', 'threads', 'torch_version', 'train_seconds',
+     'val_fraction', 'val_loss']
 """
 
 from __future__ import annotations
@@ -39,8 +46,16 @@ def train(
     overridden by keyword (e.g. ``batch_size=8``).
 
     Example:
-        >>> model = train("shakespeare-char", text=open("my_corpus.txt").read(), steps=500)
-        >>> model.cfg.extra["val_loss"]  # on the last 10% of the text
+        >>> from interp.training.text import default_text
+        >>> threads = torch.get_num_threads()   # train() sets the recipe's thread count
+        >>> my_corpus = default_text()[:3000]   # e.g. open("my_corpus.txt").read()
+        >>> model = train("shakespeare-char", text=my_corpus, steps=2, batch_size=2,
+        ...               progress=False)
+        >>> torch.set_num_threads(threads)
+        >>> model.cfg.d_vocab   # the characters of the text
+        52
+        >>> model.cfg.extra["val_loss"] > 0  # on the last 10% of the text
+        True
     """
     if name not in RECIPES:
         raise ValueError(f"No recipe named {name!r}; choose one of {sorted(RECIPES)}.")

@@ -6,8 +6,10 @@ out (nanoGPT's split).
 
 Example:
     >>> train_text, val_text = split_text(default_text())
-    >>> text_loss(interp.load_model("shakespeare-char"), val_text)
-    1.6...
+    >>> len(train_text), len(val_text)   # nanoGPT's 90% / 10% split
+    (1003854, 111540)
+    >>> round(text_loss(interp.load_model("shakespeare-char"), val_text[:2000]), 1)   # held out
+    1.5
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ def text_loss(model: HookedTransformer, text: str, batch_size: int = 64) -> floa
     one, so every token after the first is predicted exactly once.
 
     Example:
-        >>> text_loss(interp.load_model("shakespeare-char"), split_text(default_text())[1])
-        1.6...
+        >>> held_out = split_text(default_text())[1][:2000]   # all of it takes seconds
+        >>> round(text_loss(interp.load_model("shakespeare-char"), held_out), 1)
+        1.5
     """
     tokens = torch.tensor(model.tokenizer.encode(text))
     stride = model.cfg.n_ctx - 1
@@ -101,7 +104,10 @@ def sample_text(
     ``sample.py``).
 
     Example:
-        >>> print(sample_text(interp.load_model("shakespeare-char"), "ROMEO:\n", 200, seed=0))
+        >>> prompt = default_text()[:125]   # n_ctx is 128
+        >>> text = sample_text(interp.load_model("shakespeare-char"), prompt, 5, seed=0)
+        >>> text.startswith(prompt), len(text)   # longer than n_ctx
+        (True, 130)
     """
     generator = torch.Generator(model.device).manual_seed(seed)
     tokens = model.to_tokens(prompt)  # [1, pos]

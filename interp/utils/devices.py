@@ -9,8 +9,8 @@ def available_devices() -> list[str]:
     """The devices this machine can run on: ``"cpu"``, then ``"cuda:0"``... and ``"mps"``.
 
     Example:
-        >>> available_devices()   # on a machine without a GPU
-        ['cpu']
+        >>> available_devices()[0]   # then "cuda:0", ... and "mps" where present
+        'cpu'
     """
     devices = ["cpu"]
     if torch.cuda.is_available():
@@ -28,7 +28,9 @@ def check_device(device: torch.device | str | int) -> torch.device:
     Example:
         >>> check_device("cpu")
         device(type='cpu')
-        >>> check_device("gpu")   # ValueError: ... use 'cuda' ...
+        >>> check_device("gpu")
+        Traceback (most recent call last):
+        ValueError: device='gpu' is not a torch device; this machine has 'cpu'...
     """
     available = available_devices()
     hint = f"this machine has {', '.join(map(repr, available))}"

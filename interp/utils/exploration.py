@@ -32,12 +32,16 @@ def test_prompt(
     answers then compete as next tokens). Prints only, as TransformerLens's ``test_prompt``.
 
     Example:
-        >>> interp.utils.test_prompt("The capital of France is", "Paris", model)
-        Tokenized prompt: ['<|endoftext|>', 'The', ' capital', ' of', ' France', ' is']
-        Tokenized answer: [' Paris']
+        >>> shakespeare = interp.load_model("shakespeare-char")   # one token a character
+        >>> interp.utils.test_prompt("To be, or not to", "be", shakespeare, top_k=3)
+        Tokenized prompt: ['T', 'o', ' ', 'b', 'e', ',', ' ', 'o', 'r', ' ', 'n', 'o', 't',
+         ' ', 't', 'o']
+        Tokenized answer: [' ', 'b', 'e']
         Performance on answer token:
-        Rank: 0        Logit: 14.70 Prob: 31.41% Token: | Paris|
+        Rank: 0        Logit:  6.53 Prob: 78.28% Token: | |
+        Top 0th token. Logit:  6.53 Prob: 78.28% Token: | |
         ...
+        Ranks of the answer tokens: [(' ', 0), ('b', 4), ('e', 0)]
     """
     answers = [answer] if isinstance(answer, str) else list(answer)
     if not answers or not all(isinstance(a, str) for a in answers):

@@ -15,7 +15,10 @@ def lm_accuracy(
     pos - 1]`` booleans) with ``per_token``.
 
     Example:
-        >>> lm_accuracy(model(tokens), tokens)   # tensor(0.4375)
+        >>> lm_accuracy(model(tokens), tokens)   # 9 of the 10 repeated tokens, none before
+        tensor(0.4500)
+        >>> lm_accuracy(model(tokens), tokens, per_token=True).shape   # [batch, pos - 1]
+        torch.Size([1, 20])
     """
     correct = logits.argmax(dim=-1)[:, :-1] == tokens[:, 1:]
     return correct if per_token else correct.sum() / correct.numel()

@@ -121,9 +121,10 @@ def tokenize_and_concatenate(
     ``TokenDataset``). ``num_proc`` is passed to ``Dataset.map`` unless ``streaming``.
 
     Example:
-        >>> rows = tokenize_and_concatenate(["a story", "another"], get_tokenizer("gpt2"),
-        ...                                 max_length=4)
-        >>> rows["tokens"].shape   # [n_rows, 4], each row [BOS, t, t, t]
+        >>> gpt2 = interp.get_tokenizer("gpt2")   # shipped with interp
+        >>> rows = tokenize_and_concatenate(["a story", "another"], gpt2, max_length=4)
+        >>> rows["tokens"]   # [n_rows, 4], each row [BOS, t, t, t]; the rest is dropped
+        tensor([[50256,    64,  1621, 50256]])
     """
     if tokenizer.eos_token_id is None:
         raise ValueError(
