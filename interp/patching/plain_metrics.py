@@ -40,9 +40,16 @@ def metric_value(
     before that input is overwritten.
 
     Example:
-        >>> metric_value(logits[0, -1, 42], n_prompts=2)        # 0-d
-        >>> metric_value(logits[:, -1, 42], n_prompts=2)        # [2] -> its mean
-        >>> metric_value(logits[0, -1, 42].item(), n_prompts=2)
+        >>> logits = model(torch.cat([tokens, tokens]))   # two prompts: [2, pos, d_vocab]
+        >>> metric_value(logits[0, -1, 42], n_prompts=2).shape   # 0-d
+        torch.Size([])
+        >>> metric_value(torch.tensor([1.0, 3.0]), n_prompts=2)   # [2] -> its mean
+        tensor(2.)
+        >>> metric_value(0.5, n_prompts=2)   # a Python number
+        tensor(0.5000)
+        >>> metric_value(None, n_prompts=2)
+        Traceback (most recent call last):
+        ValueError: The patching metric returned NoneType None for its logits (did it forget ...
     """
     given = f"logits of shape {tuple(logits_shape)}" if logits_shape is not None else "its logits"
     if isinstance(value, Tensor):
@@ -119,8 +126,9 @@ def infer_metric_reads(
     and later read others: declare a ``PatchingMetric`` or pass ``metric_positions`` then.
 
     Example:
+        >>> logits = model(tokens)   # [1, 21, 512]
         >>> infer_metric_reads(lambda logits: logits[:, -1, 42].mean(), logits)
-        MetricReads(positions=(15,), vocab=tensor([42]))
+        MetricReads(positions=(20,), vocab=tensor([42]))
     """
     try:
         expected = metric(logits)
