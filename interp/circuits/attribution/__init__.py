@@ -441,3 +441,13 @@ def attribute(
         cfg=model.cfg,
         scan=model.scan,
     )
+
+
+# circuit-tracer's submodules (``attribution.attribute``, ``attribution.targets``). Importing a
+# submodule binds its name in this package, so ``attribute`` is bound to the function again
+# afterwards: ``from interp.circuits.attribution import attribute`` stays the function.
+_attribute_function = attribute
+import interp.circuits.attribution.attribute  # noqa: E402
+import interp.circuits.attribution.targets  # noqa: E402, F401
+
+attribute = _attribute_function
