@@ -102,6 +102,11 @@ def test_set_from_single_layer_transcoders_traces_their_weights() -> None:
     relu = SingleLayerTranscoder(D_MODEL, D_TC, torch.sigmoid, 0, device=CPU)
     with pytest.raises(ValueError, match="ReLU, JumpReLU or TopK"):
         TranscoderSet({0: relu}, "hook_resid_mid", "hook_mlp_out")
+    negative = load_relu_transcoder(layer_paths()[0], 0, device=CPU, lazy_encoder=False)
+    with torch.no_grad():
+        negative.activation_function.threshold[3] = -0.1
+    with pytest.raises(ValueError, match="negative thresholds"):
+        TranscoderSet({0: negative}, "hook_resid_mid", "hook_mlp_out")
     with pytest.raises(ValueError, match="transcoder_path"):
         SingleLayerTranscoder(D_MODEL, D_TC, torch.relu, 0, lazy_decoder=True)
 

@@ -179,6 +179,12 @@ class SingleLayerTranscoder(nn.Module):
         The SAE's JumpReLU and TopK are ReLU'd (``relu(x) * (x > threshold)``, the ReLU of
         the top k): the same features unless a threshold or a kept value is negative."""
         act = self.activation_function
+        if isinstance(act, JumpReLU) and (act.threshold < 0).any():
+            raise ValueError(
+                f"Layer {self.layer_idx}'s JumpReLU has negative thresholds: circuit-tracer keeps "
+                "the negative pre-activations above them, interp's transcoders (ReLU'd) do not, "
+                "so the graphs would differ. Clamp the thresholds at 0 if that is what you mean."
+            )
         if isinstance(act, JumpReLU):
             prefix, k = "jumprelu_", None
         elif isinstance(act, TopK):
