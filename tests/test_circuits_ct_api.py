@@ -97,6 +97,11 @@ def test_set_from_single_layer_transcoders_traces_their_weights() -> None:
     for layer, tc in tcs.items():
         close(made.encode(layer, INPUTS[layer]), tc.encode(INPUTS[layer]))
         close(made[layer].reconstruct(INPUTS[layer], hooked=False), tc(INPUTS[layer]), D_TC)
+    with torch.no_grad():  # the set shares the transcoders' weights: edits show in both
+        tcs[0].W_enc.mul_(2)
+    close(made.encode(0, INPUTS[0]), tcs[0].encode(INPUTS[0]))
+    scalar = SingleLayerTranscoder(D_MODEL, D_TC, JumpReLU(torch.tensor(0.25)), 0, device=CPU)
+    assert torch.equal(TranscoderSet({0: scalar}, "a", "b")[0].threshold, torch.full((D_TC,), 0.25))
     with pytest.raises(ValueError, match=r"layers \[0, 2\]"):
         TranscoderSet({0: tcs[0], 2: tcs[1]}, "hook_resid_mid", "hook_mlp_out")
     relu = SingleLayerTranscoder(D_MODEL, D_TC, torch.sigmoid, 0, device=CPU)

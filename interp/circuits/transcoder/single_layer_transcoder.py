@@ -208,7 +208,10 @@ class SingleLayerTranscoder(nn.Module):
         shared = {"W_enc": self.W_enc.T, "W_dec": self.W_dec, "b_enc": self.b_enc}
         shared["b_dec"] = self.b_dec
         if isinstance(act, JumpReLU):
-            shared["threshold"] = act.threshold.expand(self.d_transcoder)
+            threshold = act.threshold  # a scalar is copied out to one a feature
+            shared["threshold"] = (
+                threshold if threshold.ndim else threshold.expand(self.d_transcoder).clone()
+            )
         if self.W_skip is not None:
             shared["W_skip"] = self.W_skip
         for name, value in shared.items():
