@@ -2,7 +2,7 @@
 
 On a CUDA device it runs, and summarises in a few lines:
 
-1. parity: every random tiny checkpoint of ``tests/test_families_parity.py`` (GPT-NeoX,
+1. parity: every random tiny checkpoint of ``tests/loading/test_families_parity.py`` (GPT-NeoX,
    Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3) loaded on the GPU, against Hugging Face
    on the GPU: fp32 logits within 1e-4 (fused attention and the hooked path); bf16 logits at
    most as far from Hugging Face's bf16 as Hugging Face's bf16 is from its fp32 (plus 0.01
@@ -47,7 +47,7 @@ import torch  # noqa: E402
 def parity(device: str, lines: list[str]) -> bool:
     """Every family case against Hugging Face on ``device``; one line per case."""
     from interp import HookedTransformer
-    from tests.test_families_parity import CASES, saved, tokens
+    from tests.loading.test_families_parity import CASES, saved, tokens
 
     ok = True
     for name, case in CASES.items():

@@ -107,9 +107,9 @@ class _Layer:
         hook = model.feature_input_hook  # the transcoder reads T(residual): T's transpose
         if hook in ("hook_mlp_in", "hook_resid_mid"):
             self.input_norm = _Norm(nn.Identity(), None, dtype, True)
-        else:  # ln2's output; RMS norms' hook_normalized is before the weight
-            through = hook == "mlp.hook_in" or isinstance(getattr(block, "ln2", None), LayerNorm)
-            self.input_norm = norm("ln2", through_weight=through)
+        else:  # ln2's output (mlp.hook_in), or its normalised input before the weight
+            # (ln2.hook_normalized, as circuit-tracer reads it: ReplacementModel.transcoder_io)
+            self.input_norm = norm("ln2", through_weight=hook == "mlp.hook_in")
         self.output_norm = self.ln2_post if model.feature_output_hook == "mlp.hook_out" else None
 
     def output_transpose(self, resid_post: Float[Tensor, "n q d_model"]) -> Tensor:

@@ -80,6 +80,7 @@ class Graph:
         logit_probabilities: Float[Tensor, " n_logits"],
         scan: str | list[str] | None = None,
         vocab_size: int | None = None,
+        tokenizer: Any = None,
     ) -> None:
         self.input_string = input_string
         self.input_tokens = input_tokens
@@ -93,6 +94,9 @@ class Graph:
         self.scan = scan
         self.vocab_size = vocab_size if vocab_size is not None else cfg.d_vocab
         self.n_pos = len(input_tokens)
+        # The model's tokenizer, which create_graph_files decodes the prompt with (attribute
+        # sets it; not saved by to_pt, so a loaded graph decodes with cfg.tokenizer_name's).
+        self.tokenizer = tokenizer
 
     @property
     def n_layers(self) -> int:

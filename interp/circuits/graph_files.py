@@ -144,9 +144,12 @@ def create_links(
 
 
 def _token_decoder(graph: Graph, tokenizer: Any) -> Callable[[int], str]:
-    """How one token id becomes text: ``tokenizer.decode``, the tokenizer ``graph.cfg``
-    names when there is none (as circuit-tracer), or the id's digits for a model without
-    one (as ``attribute`` writes ``input_string``)."""
+    """How one token id becomes text: ``tokenizer.decode``, else the tokenizer of the model
+    the graph was traced on (``graph.tokenizer``), else the one ``graph.cfg`` names (as
+    circuit-tracer), else the id's digits for a model without one (as ``attribute`` writes
+    ``input_string``)."""
+    if tokenizer is None:
+        tokenizer = getattr(graph, "tokenizer", None)
     if tokenizer is None:
         name = getattr(graph.cfg, "tokenizer_name", None)
         if not name:
@@ -200,8 +203,9 @@ def create_graph_files(
     """Prune ``graph_or_path`` (a ``Graph`` or a ``Graph.to_pt`` file) with the thresholds
     and write ``<output_path>/<slug>.json`` and the folder's ``graph-metadata.json`` (see
     the module docstring). ``scan`` defaults to the graph's (its transcoders' name);
-    ``tokenizer`` (e.g. ``model.tokenizer``) decodes the prompt's tokens. Returns the path
-    of the graph's file."""
+    ``tokenizer`` decodes the prompt's tokens (by default the traced model's, which
+    ``attribute`` keeps on the graph, or the one its config names). Returns the path of the
+    graph's file."""
     graph = graph_or_path if isinstance(graph_or_path, Graph) else Graph.from_pt(graph_or_path)
     if not isinstance(slug, str) or not slug or "/" in slug or "\\" in slug or slug in {".", ".."}:
         raise ValueError(f"slug={slug!r}: it must be a non-empty file name (no '/').")

@@ -41,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -243,51 +243,6 @@ class InterventionRun:
             names += [name for name in self.model.hook_dict if name.endswith("hook_scale")]
         return names
 
-    @contextlib.contextmanager
-    def _attached(
-        self,
-        at_input: Callable[[int, Tensor], None],
-        at_output: Callable[[int, Tensor], Tensor | None],
-        extra: list[tuple[str, Callable]],
-    ) -> Iterator[None]:
-        """``at_input(layer, x)`` at each transcoder's input, ``at_output(layer, out)`` at
-        its output (returning the new output or None), and ``extra`` hook-point hooks."""
-        hooks, handles = list(extra), []
-        hook_in, hook_out = self.model.feature_input_hook, self.model.feature_output_hook
-        try:
-            for layer, block in enumerate(self.model.model.blocks):
-                if hook_in == "mlp.hook_in":
-                    handles.append(
-                        block.mlp.register_forward_pre_hook(
-                            lambda m, args, layer=layer: at_input(layer, args[0])
-                        )
-                    )
-                else:
-                    hooks.append(
-                        (
-                            f"blocks.{layer}.{hook_in}",
-                            lambda x, hook, layer=layer: at_input(layer, x),
-                        )
-                    )
-                if hook_out == "mlp.hook_out":
-                    handles.append(
-                        block.mlp.register_forward_hook(
-                            lambda m, args, out, layer=layer: at_output(layer, out)
-                        )
-                    )
-                else:
-                    hooks.append(
-                        (
-                            f"blocks.{layer}.{hook_out}",
-                            lambda x, hook, layer=layer: at_output(layer, x),
-                        )
-                    )
-            with self.model.model.hooks(fwd_hooks=hooks):
-                yield
-        finally:
-            for handle in handles:
-                handle.remove()
-
     def _encode(self, layer: int, x: Tensor, apply_activation_function: bool = True) -> Tensor:
         x = x.detach()[0]  # [pos, d_model]
         if apply_activation_function:
@@ -313,7 +268,9 @@ class InterventionRun:
         def record(x: Tensor, hook: Any) -> None:
             clean.values[hook.name] = x.detach().clone()
 
-        with self._attached(at_input, at_output, [(n, record) for n in self._frozen_names()]):
+        with self.model.transcoder_io(
+            at_input, at_output, [(n, record) for n in self._frozen_names()]
+        ):
             self.model.model(tokens)
         clean.activations = torch.stack(acts)
         clean.activations[:, self.model.zero_positions] = 0
@@ -407,7 +364,7 @@ class InterventionRun:
         try:
             if self.generating:
                 handles.append(model.unembed.register_forward_hook(self._record_logits))
-            with torch.no_grad(), self._attached(self._at_input, self._at_output, extra):
+            with torch.no_grad(), self.model.transcoder_io(self._at_input, self._at_output, extra):
                 yield self
         finally:
             for handle in handles:

@@ -359,7 +359,7 @@ def quick_figures(
     folder: str | Path | None = None, recipe: TranscoderRecipe = TranscoderRecipe()
 ) -> dict[str, Any]:
     """The figures on the first ``QUICK_EVAL_CHARS`` held-out characters, with one graph of
-    32 characters (what ``tests/test_circuits_shipped.py`` recomputes), of the set in
+    32 characters (what ``tests/circuits/test_circuits_shipped.py`` recomputes), of the set in
     ``folder`` (default: the shipped one)."""
 
     torch.set_num_threads(recipe.threads)

@@ -10,11 +10,12 @@ circuit-tracer's folder: ``config.yaml`` (``model_kind: transcoder_set``,
 holding ``W_enc`` / ``W_dec`` ``[d_transcoder, d_model]``, ``b_enc``, ``b_dec``, optional
 ``activation_function.threshold`` (JumpReLU) and ``W_skip`` ``[d_model, d_model]``.
 
-Where circuit-tracer (on TransformerLens 3) differs: LayerNorm's ``hook_normalized`` is
-after its weight and bias here (TransformerLens 2.x) but before them there, so a set that
-reads ``ln2.hook_normalized`` of a LayerNorm model sees other inputs (RMSNorm's is before
-the weight in both); JumpReLU here is ``relu(x) * (x > threshold)`` and TopK keeps the
-ReLU of the top k, so thresholds below zero or negative top-k values differ.
+A set reading ``ln2.hook_normalized`` reads what circuit-tracer (on TransformerLens 3)
+reads there: the normalised input before the norm's weight (and a LayerNorm's bias), although
+interp's LayerNorm hook point is after them, as in TransformerLens 2.x
+(``ReplacementModel.transcoder_io`` feeds it). Where circuit-tracer differs: JumpReLU here is
+``relu(x) * (x > threshold)`` and TopK keeps the ReLU of the top k, so thresholds below zero
+or negative top-k values differ.
 
 A set shipped with interp loads by name (``list_transcoders()``), a hub repository by
 ``hf://owner/repo[/subfolder][@revision]`` (offline once cached).

@@ -104,26 +104,11 @@ def transcoder_activations(
     n_layers = model.cfg.n_layers
     inputs: list[torch.Tensor | None] = [None] * n_layers
 
-    def recorder(layer: int):
-        def record(activation: torch.Tensor, hook: Any = None) -> None:
-            inputs[layer] = activation
+    def record(layer: int, activation: torch.Tensor) -> None:
+        inputs[layer] = activation
 
-        return record
-
-    hooks, handles = [], []
-    for layer in range(n_layers):
-        if model.feature_input_hook == "mlp.hook_in":  # the MLP module's input
-            record = recorder(layer)
-            mlp = model.model.blocks[layer].mlp
-            handles.append(mlp.register_forward_pre_hook(lambda m, args, r=record: r(args[0])))
-        else:
-            hooks.append((f"blocks.{layer}.{model.feature_input_hook}", recorder(layer)))
-    try:
-        with model.model.hooks(fwd_hooks=hooks):
-            model.model(tokens, stop_at_layer=n_layers)
-    finally:
-        for handle in handles:
-            handle.remove()
+    with model.transcoder_io(at_input=record):
+        model.model(tokens, stop_at_layer=n_layers)
     out = []
     for layer, x in enumerate(inputs):
         acts = model.transcoders.encode(layer, x)

@@ -1,6 +1,6 @@
 """TransformerLens 2.18's model names for the families interp loads: each official name (a hub
 repo id) with its aliases, as TL's ``OFFICIAL_MODEL_NAMES`` and ``MODEL_ALIASES`` list them
-(tests/test_loading_from_pretrained.py checks them against TL's own table).
+(tests/loading/test_loading_from_pretrained.py checks them against TL's own table).
 
 Example:
     >>> get_official_model_name("attn-only-2l")

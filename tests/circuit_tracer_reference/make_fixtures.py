@@ -1,5 +1,5 @@
 """Reference attribution graphs written by circuit-tracer 0.5.0 (TransformerLens backend),
-for ``tests/test_circuits_reference.py``.
+for ``tests/circuits/test_circuits_reference.py``.
 
 circuit-tracer pins TransformerLens < 4 and an older transformers, so it runs in its own
 environment (torch first, from the local wheel, so pip does not fetch another build)::
@@ -10,8 +10,9 @@ environment (torch first, from the local wheel, so pip does not fetch another bu
     cd /tmp && /work/ct-venv/bin/python /work/main/tests/circuit_tracer_reference/make_fixtures.py
 
 LayerNorm's ``hook_normalized`` is after its weight and bias in TransformerLens 2.x (and
-interp) but before them in 3.x, so the GPT-2 case reads ``hook_resid_mid``; RMSNorm's is
-before its weight in both.
+interp) but before them in 3.x; the GPT-2 case here reads ``hook_resid_mid``, and
+``make_norm_fixtures.py`` covers every norm x input hook x skip, ``ln2.hook_normalized``
+included.
 
 (run it from outside the project: a folder holding ``interp/tokenizers.py`` on ``sys.path``
 would shadow the ``tokenizers`` package). It is deterministic and writes only into this
@@ -114,9 +115,10 @@ def random_weights(model: HookedTransformer, seed: int) -> dict[str, torch.Tenso
     return state
 
 
-def write_transcoders(folder: Path, activation: str, skip: bool, hooks, seed: int) -> None:
+def write_transcoders(
+    folder: Path, activation: str, skip: bool, hooks, seed: int, d_model: int = COMMON["d_model"]
+) -> None:
     generator = torch.Generator().manual_seed(seed)
-    d_model = COMMON["d_model"]
     folder.mkdir(parents=True, exist_ok=True)
     for layer in range(COMMON["n_layers"]):
 

@@ -1,5 +1,6 @@
 """Reference Neuronpedia graph files and feature interventions written by circuit-tracer 0.5.0,
-for ``tests/test_circuits_graph_files.py`` and ``tests/test_circuits_intervention.py``.
+for ``tests/circuits/test_circuits_graph_files.py`` and
+``tests/circuits/test_circuits_intervention.py``.
 
 Run it in circuit-tracer's environment (see ``make_fixtures.py``), after ``make_fixtures.py``
 (it reads that script's weights and transcoders, and rebuilds its models)::

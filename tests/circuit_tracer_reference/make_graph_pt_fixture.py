@@ -1,5 +1,5 @@
 """A graph saved by circuit-tracer 0.5.0's own ``Graph.to_pt``, for
-``tests/test_circuits_graph_pt.py`` (``interp.circuits.Graph.from_pt`` reads it without
+``tests/circuits/test_circuits_graph_pt.py`` (``interp.circuits.Graph.from_pt`` reads it without
 circuit-tracer or TransformerLens 2.x installed).
 
 Run it in circuit-tracer's environment (see ``make_fixtures.py``), after ``make_fixtures.py``

@@ -1,4 +1,4 @@
-"""Write the SAELens fixtures that tests/test_sae_saelens_parity.py compares against.
+"""Write the SAELens fixtures that tests/sae/test_sae_saelens_parity.py compares against.
 
 Run in an environment with SAELens (it pins TransformerLens < 4, so not interp's):
 

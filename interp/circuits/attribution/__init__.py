@@ -440,6 +440,7 @@ def attribute(
         adjacency_matrix=adjacency,
         cfg=model.cfg,
         scan=model.scan,
+        tokenizer=model.tokenizer,
     )
 
 

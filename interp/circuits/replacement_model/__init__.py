@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from interp.circuits import intervention
 from interp.circuits.cross_layer import CrossLayerTranscoder
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
+from interp.components.norms import LayerNorm
 
 MLP_HOOKS = ("mlp.hook_in", "mlp.hook_out")  # circuit-tracer's names: the MLP's input, output
 
@@ -182,6 +183,94 @@ class ReplacementModel:
                 "MLP, so it writes 'hook_mlp_out' or 'mlp.hook_out'."
             )
 
+    # ------------------------------------------------------------ transcoder I/O
+    @property
+    def reads_before_ln2_affine(self) -> bool:
+        """Whether the transcoders read ln2's normalised input before its weight and bias,
+        which interp's LayerNorm ``ln2.hook_normalized`` is after (TransformerLens 2.x).
+
+        A transcoder set reading ``ln2.hook_normalized`` is read as circuit-tracer reads it:
+        on TransformerLens 3, whose LayerNorm ``hook_normalized`` is ``(x - mean) / scale``,
+        before the weight and bias (RMSNorm's is before the weight in both). Such a set is
+        fed that value, computed from ln2's input with the scale ln2 used (frozen, when
+        frozen)."""
+        ln2 = getattr(self.model.blocks[0], "ln2", None)
+        return (
+            self.feature_input_hook == "ln2.hook_normalized"
+            and isinstance(ln2, LayerNorm)
+            and ln2.w is not None
+        )
+
+    @contextlib.contextmanager
+    def transcoder_io(
+        self,
+        at_input: Callable[[int, Tensor], None] | None = None,
+        at_output: Callable[[int, Tensor], Tensor | None] | None = None,
+        fwd_hooks: Sequence[tuple[str, Callable]] = (),
+    ) -> Iterator[None]:
+        """Within the block, forwards of ``self.model`` call ``at_input(layer, x)`` with each
+        transcoder's input ``x`` [batch, pos, d_model] and ``at_output(layer, out)`` with
+        its output hook's value (returning a new value, or None to keep it), after the
+        hook-point hooks ``fwd_hooks``. The one place that knows where a transcoder reads
+        and writes: hook points, the MLP module's input and output (``mlp.hook_in`` /
+        ``mlp.hook_out``), or ln2's input normalised before its affine map."""
+        hooks, handles = list(fwd_hooks), []
+        try:
+            for layer, block in enumerate(self.model.blocks):
+                if at_input is not None:
+                    self._attach_input(layer, block, at_input, hooks, handles)
+                if at_output is None:
+                    continue
+                if self.feature_output_hook == "mlp.hook_out":
+                    handles.append(
+                        block.mlp.register_forward_hook(
+                            lambda m, args, out, layer=layer: at_output(layer, out)
+                        )
+                    )
+                else:
+                    hook_out = f"blocks.{layer}.{self.feature_output_hook}"
+                    hooks.append((hook_out, lambda x, hook, layer=layer: at_output(layer, x)))
+            with self.model.hooks(fwd_hooks=hooks):
+                yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def _attach_input(
+        self,
+        layer: int,
+        block: nn.Module,
+        at_input: Callable[[int, Tensor], None],
+        hooks: list[tuple[str, Callable]],
+        handles: list[Any],
+    ) -> None:
+        """Call ``at_input(layer, x)`` with the transcoder input of ``block``."""
+        if self.feature_input_hook == "mlp.hook_in":
+            handles.append(
+                block.mlp.register_forward_pre_hook(
+                    lambda m, args, layer=layer: at_input(layer, args[0])
+                )
+            )
+        elif self.reads_before_ln2_affine:
+            scales: list[Tensor] = []  # [batch, pos, 1]: the scale ln2 divided by
+
+            def record_scale(scale: Tensor, hook: Any) -> None:
+                scales[:] = [scale]
+
+            record_scale.reads_only = True  # type: ignore[attr-defined]
+
+            def normalized(norm: nn.Module, args: tuple, out: Tensor, layer: int = layer) -> None:
+                x = args[0]
+                x32 = x if x.dtype in (torch.float32, torch.float64) else x.float()
+                centred = x32 - x32.mean(-1, keepdim=True)
+                at_input(layer, (centred / scales.pop()).to(x.dtype))
+
+            hooks.append((f"blocks.{layer}.ln2.hook_scale", record_scale))
+            handles.append(block.ln2.register_forward_hook(normalized))
+        else:
+            hook_in = f"blocks.{layer}.{self.feature_input_hook}"
+            hooks.append((hook_in, lambda x, hook, layer=layer: at_input(layer, x)))
+
     # ------------------------------------------------------------------- the run
     @contextlib.contextmanager
     def linearized(self) -> Iterator[LinearizedRun]:
@@ -191,18 +280,28 @@ class ReplacementModel:
         n_layers = self.model.cfg.n_layers
         run = LinearizedRun([None] * n_layers, [None] * n_layers, [None] * n_layers)
         flags = [(param, param.requires_grad) for param in self.model.parameters()]
-        handles: list[Any] = []
+
+        def record_input(layer: int, activation: Tensor) -> None:
+            run.inputs[layer] = activation
+
+        def replace_output(layer: int, activation: Tensor) -> Tensor:
+            """The skip path plus a detached remainder: the only gradient path through an
+            MLP is its transcoder's skip connection."""
+            if self.transcoders.skip_connection:
+                skip = self.transcoders.skip(layer, run.inputs[layer]).to(activation.dtype)
+                replaced = skip + (activation - skip).detach()
+            else:  # no gradient path through the MLP: the output is where gradients end
+                replaced = activation.detach().requires_grad_(True)
+            run.outputs[layer], run.output_values[layer] = replaced, activation.detach()
+            return replaced
+
         try:
             for param, _ in flags:
                 param.requires_grad_(False)
-            fwd_hooks = self._freezing_hooks(run)
-            for layer in range(n_layers):
-                fwd_hooks += self._transcoder_hooks(run, layer, handles)
-            with torch.enable_grad(), self.model.hooks(fwd_hooks=fwd_hooks):
+            freezing = self._freezing_hooks(run)
+            with torch.enable_grad(), self.transcoder_io(record_input, replace_output, freezing):
                 yield run
         finally:
-            for handle in handles:
-                handle.remove()
             for param, flag in flags:
                 param.requires_grad_(flag)
 
@@ -222,36 +321,6 @@ class ReplacementModel:
             if name.endswith("attn.hook_pattern") or name.endswith("hook_scale")
         ]
         return [("hook_embed", start_gradient)] + [(name, detach) for name in frozen]
-
-    def _transcoder_hooks(
-        self, run: LinearizedRun, layer: int, handles: list[Any]
-    ) -> list[tuple[str, Callable]]:
-        """Record layer ``layer``'s transcoder input; replace its output by the skip path
-        plus a detached remainder. ``mlp.hook_*`` use torch hooks on the MLP module."""
-
-        def record_input(activation: Tensor, hook: Any = None) -> None:
-            run.inputs[layer] = activation
-
-        def replace_output(activation: Tensor, hook: Any = None) -> Tensor:
-            if self.transcoders.skip_connection:
-                skip = self.transcoders.skip(layer, run.inputs[layer]).to(activation.dtype)
-                replaced = skip + (activation - skip).detach()
-            else:  # no gradient path through the MLP: the output is where gradients end
-                replaced = activation.detach().requires_grad_(True)
-            run.outputs[layer], run.output_values[layer] = replaced, activation.detach()
-            return replaced
-
-        hooks: list[tuple[str, Callable]] = []
-        mlp = self.model.blocks[layer].mlp
-        if self.feature_input_hook == "mlp.hook_in":
-            handles.append(mlp.register_forward_pre_hook(lambda m, args: record_input(args[0])))
-        else:
-            hooks.append((f"blocks.{layer}.{self.feature_input_hook}", record_input))
-        if self.feature_output_hook == "mlp.hook_out":
-            handles.append(mlp.register_forward_hook(lambda m, a, out: replace_output(out)))
-        else:
-            hooks.append((f"blocks.{layer}.{self.feature_output_hook}", replace_output))
-        return hooks
 
     # -------------------------------------------------------------- interventions
     def feature_intervention(
