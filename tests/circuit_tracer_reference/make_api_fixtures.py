@@ -1,5 +1,5 @@
-"""Reference numbers for ``tests/test_circuits_ct_api.py``, written by circuit-tracer 0.5.0's
-own module-level API (its transcoder classes and loaders, ``AttributionTargets``, the
+"""Reference numbers for ``tests/circuits/test_circuits_ct_api.py``, written by circuit-tracer
+0.5.0's own module-level API (its transcoder classes and loaders, ``AttributionTargets``, the
 influence functions), on small random weights written here too (``api/``).
 
 Run it in circuit-tracer's environment (see make_fixtures.py), from outside the project::

@@ -35,9 +35,9 @@ from interp.circuits.utils.disk_offload import (
     offload_modules,
 )
 from interp.circuits.utils.hf_utils import download_hf_uris
-from tests.tolerances import tolerance
+from tests.support.tolerances import tolerance
 
-FIXTURES = Path(__file__).parent / "circuit_tracer_reference" / "api"
+FIXTURES = Path(__file__).parents[1] / "circuit_tracer_reference" / "api"
 EXPECTED = torch.load(FIXTURES / "expected.pt", weights_only=True)
 INPUTS = EXPECTED["inputs"]  # [n_layers, pos, d_model]
 D_MODEL, D_TC = INPUTS.shape[-1], 16
