@@ -34,7 +34,8 @@ from interp.circuits.utils.disk_offload import (
     disk_offload_module,
     offload_modules,
 )
-from interp.circuits.utils.hf_utils import download_hf_uris
+from interp.circuits.utils.hf_utils import download_hf_uris, load_transcoder_from_hub
+from tests.support.hub_cache import COMMIT, hub_cache  # noqa: F401 (a fixture)
 from tests.support.tolerances import tolerance
 
 FIXTURES = Path(__file__).parents[1] / "circuit_tracer_reference" / "api"
@@ -252,6 +253,26 @@ def test_download_hf_uris_checks_gated_repositories_first() -> None:
         )
     with pytest.raises(ValueError, match="names a repository but no file"):
         download_hf_uris(["hf://org/repo"])
+
+
+def test_load_transcoder_from_hub_reads_the_cache(hub_cache, tmp_path) -> None:  # noqa: F811
+    """(transcoders, config) as circuit-tracer returns them: scan and repository fields."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model_kind: transcoder_set\nfeature_input_hook: hook_resid_mid\n"
+        "feature_output_hook: hook_mlp_out\n"
+    )
+    files = {"config.yaml": config, **{p.name: p for p in layer_paths().values()}}
+    (hub_cache.root / "models--owner--api-transcoders" / "snapshots" / COMMIT / "sub").mkdir(
+        parents=True
+    )
+    hub_cache.add("owner/api-transcoders", {f"sub/{name}": p for name, p in files.items()})
+    transcoders, found = load_transcoder_from_hub("owner/api-transcoders/sub", device=CPU)
+    assert isinstance(transcoders, TranscoderSet) and len(transcoders) == 2
+    assert found["scan"] == transcoders.scan == "owner/api-transcoders//sub"
+    assert (found["repo_id"], found["subfolder"]) == ("owner/api-transcoders", "sub")
+    expected = load_transcoder_set(layer_paths(), "api", "hook_resid_mid", "hook_mlp_out", CPU)
+    close(transcoders.encode(INPUTS), expected.encode(INPUTS))
 
 
 def test_get_default_device() -> None:
