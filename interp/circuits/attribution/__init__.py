@@ -448,7 +448,7 @@ def attribute(
 # submodule binds its name in this package, so ``attribute`` is bound to the function again
 # afterwards: ``from interp.circuits.attribution import attribute`` stays the function.
 _attribute_function = attribute
-import interp.circuits.attribution.attribute  # noqa: E402
-import interp.circuits.attribution.targets  # noqa: E402, F401
+import interp.circuits.attribution.attribute  # noqa: E402, F401
+from interp.circuits.attribution.targets import AttributionTargets, TargetSpec  # noqa: E402, F401
 
 attribute = _attribute_function
