@@ -166,6 +166,23 @@ def compute_influence(
     raise RuntimeError(f"Influence did not converge in {max_iter} steps: is the graph cyclic?")
 
 
+def compute_node_influence(
+    adjacency_matrix: Float[Tensor, "n n"], logit_weights: Float[Tensor, " n"]
+) -> Float[Tensor, " n"]:
+    """Each node's influence on the weighted logits, through the row-normalised graph."""
+    return compute_influence(normalize_matrix(adjacency_matrix), logit_weights)
+
+
+def compute_edge_influence(
+    pruned_matrix: Float[Tensor, "n n"], logit_weights: Float[Tensor, " n"]
+) -> Float[Tensor, "n n"]:
+    """Each edge's score: its share of its target's inputs times the target's influence on
+    the weighted logits (the logits' own weights included)."""
+    normalized = normalize_matrix(pruned_matrix)
+    influence = compute_influence(normalized, logit_weights) + logit_weights
+    return normalized * influence[:, None]
+
+
 def _logit_weights(graph: Graph) -> Float[Tensor, " n"]:
     weights = torch.zeros(graph.adjacency_matrix.shape[0], device=graph.adjacency_matrix.device)
     weights[-len(graph.logit_targets) :] = graph.logit_probabilities
@@ -207,16 +224,14 @@ def prune_graph(
     n_kept_always = len(graph.logit_targets) + graph.n_pos  # tokens and logits
     n_features = len(graph.selected_features)
     weights = _logit_weights(graph)
-    node_influence = compute_influence(normalize_matrix(graph.adjacency_matrix), weights)
+    node_influence = compute_node_influence(graph.adjacency_matrix, weights)
     node_mask = node_influence >= _threshold(node_influence, node_threshold)
     node_mask[-n_kept_always:] = True
 
     pruned = graph.adjacency_matrix.clone()
     pruned[~node_mask] = 0
     pruned[:, ~node_mask] = 0
-    normalized = normalize_matrix(pruned)
-    edge_influence = compute_influence(normalized, weights) + weights
-    edge_scores = normalized * edge_influence[:, None]
+    edge_scores = compute_edge_influence(pruned, weights)
     edge_mask = edge_scores >= _threshold(edge_scores.flatten(), edge_threshold)
 
     previous = None

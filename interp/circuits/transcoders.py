@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 import torch
@@ -61,15 +61,27 @@ class TranscoderSet(nn.Module):
 
     def __init__(
         self,
-        transcoders: Sequence[SAE],
+        transcoders: Sequence[SAE] | Mapping[int, Any],
         feature_input_hook: str,
         feature_output_hook: str,
         scan: str | list[str] | None = None,
         model_name: str | None = None,
     ) -> None:
+        """``transcoders``: one ``SAE`` transcoder a layer, in order, or circuit-tracer's
+        ``{layer: SingleLayerTranscoder}`` (layers 0..n-1; each is held as its ``to_sae``)."""
         super().__init__()
         if not transcoders:
             raise ValueError("A transcoder set needs at least one transcoder; got none.")
+        if isinstance(transcoders, Mapping):
+            if sorted(transcoders) != list(range(len(transcoders))):
+                raise ValueError(
+                    f"Transcoders for layers {sorted(transcoders)}; need one for each layer 0..n-1."
+                )
+            transcoders = [transcoders[layer] for layer in range(len(transcoders))]
+        transcoders = [
+            tc.to_sae(feature_input_hook, feature_output_hook) if hasattr(tc, "to_sae") else tc
+            for tc in transcoders
+        ]
         for layer, transcoder in enumerate(transcoders):
             if not transcoder.cfg.is_transcoder:
                 raise ValueError(
@@ -139,8 +151,12 @@ class TranscoderSet(nn.Module):
         return self.transcoders[0].cfg.has_skip
 
     # ----------------------------------------------------------------------- maths
-    def encode(self, layer: int, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_tc"]:
-        """Feature activations of layer ``layer``'s transcoder."""
+    def encode(self, layer: int | Tensor, x: Tensor | None = None) -> Tensor:
+        """``encode(layer, x)``: layer ``layer``'s feature activations ``[..., d_tc]``;
+        ``encode(inputs)`` (circuit-tracer's): every layer's, ``inputs [n_layers, ...,
+        d_model]`` -> ``[n_layers, ..., d_tc]``."""
+        if x is None:
+            return torch.stack([self.encode(i, inputs) for i, inputs in enumerate(layer)])
         return self.transcoders[layer].encode(x, hooked=False)
 
     def encoder_vectors(self, layer: int, features: Tensor) -> Float[Tensor, "n d_model"]:
@@ -174,11 +190,91 @@ class TranscoderSet(nn.Module):
         """``M`` with ``skip(layer, x) == x @ M`` (None without a skip connection)."""
         return self.transcoders[layer].W_skip.T if self.skip_connection else None
 
-    def save(self, folder: str | Path) -> Path:
-        """Write circuit-tracer's folder (``config.yaml`` + ``layer_{i}.safetensors``)."""
+    # ------------------------------------------------- circuit-tracer's method names
+    def encode_layer(
+        self, x: Tensor, layer_id: int, apply_activation_function: bool = True
+    ) -> Float[Tensor, "... d_tc"]:
+        """Layer ``layer_id``'s activations (pre-activations without the function)."""
+        if apply_activation_function:
+            return self.encode(layer_id, x)
+        sae = self.transcoders[layer_id]
+        return sae.process_sae_in(x, hooked=False) @ sae.W_enc + sae.b_enc
+
+    def apply_activation_function(self, layer_id: int, features: Tensor) -> Tensor:
+        """Layer ``layer_id``'s activation function applied to pre-activations."""
+        sae = self.transcoders[layer_id]
+        if sae.cfg.activation == "relu":
+            return torch.relu(features)
+        if sae.cfg.activation == "jumprelu":
+            return torch.relu(features) * (features > sae.threshold).to(features.dtype)
+        values, indices = torch.topk(features, k=sae.cfg.k, dim=-1, sorted=False)
+        return torch.zeros_like(features).scatter_(-1, indices, values.relu())
+
+    def compute_skip(self, layer_id: int, inputs: Tensor) -> Tensor:
+        if not self.skip_connection:
+            raise ValueError("These transcoders have no skip connection (W_skip).")
+        return self.skip(layer_id, inputs)
+
+    def _get_decoder_vectors(self, layer_id: int, features: Tensor | None = None) -> Tensor:
+        W_dec = self.transcoders[layer_id].W_dec
+        return W_dec if features is None else W_dec[features]
+
+    def decode(self, acts: Tensor, input_acts: Tensor | None = None) -> Tensor:
+        """Every layer's output ``[n_layers, ..., d_model]`` from its activations ``acts``
+        (skip path from ``input_acts``, needed when the transcoders have one)."""
+        if self.skip_connection and input_acts is None:
+            raise ValueError("These transcoders have a skip connection: pass input_acts.")
+        outs = []
+        for layer, sae in enumerate(self.transcoders):
+            out = sae.decode(acts[layer], hooked=False)
+            outs.append(out + sae.skip(input_acts[layer]) if self.skip_connection else out)
+        return torch.stack(outs)
+
+    def select_decoder_vectors(self, features: Tensor) -> tuple[Tensor, ...]:
+        """For sparse ``features [n_layers, pos, d_tc]``: (positions, layers, feature ids,
+        activation-scaled decoder rows, encoder index of each row), in the tensor's order."""
+        features = features.coalesce() if features.is_sparse else features.to_sparse()
+        layers, positions, ids = features.indices()
+        values = features.values()
+        vectors = torch.zeros(len(values), self.widths[0][1], dtype=values.dtype)
+        vectors = vectors.to(values.device)
+        for layer in layers.unique().tolist():
+            mask = layers == layer
+            vectors[mask] = self._get_decoder_vectors(layer, ids[mask]) * values[mask, None]
+        return positions, layers, ids, vectors, torch.arange(len(values), device=values.device)
+
+    def compute_attribution_components(
+        self, mlp_inputs: Float[Tensor, "n_layers pos d_model"], zero_positions: slice = slice(0, 1)
+    ) -> dict[str, Tensor]:
+        """circuit-tracer's summary of one prompt's transcoders: ``activation_matrix``
+        (sparse ``[n_layers, pos, d_tc]``, ``zero_positions`` zeroed), ``reconstruction``
+        ``[n_layers, pos, d_model]``, ``encoder_vecs`` / ``decoder_vecs`` (scaled by the
+        activation) of the active features, ``encoder_to_decoder_map`` and
+        ``decoder_locations`` (layer, position of each decoder row)."""
+        acts = self.encode(mlp_inputs)
+        acts[:, zero_positions] = 0
+        matrix = acts.to_sparse().coalesce()
+        positions, layers, ids, decoders, mapping = self.select_decoder_vectors(matrix)
+        encoders = torch.cat(
+            [self.encoder_vectors(i, ids[layers == i]) for i in range(self.n_layers)]
+        )
+        reconstruction = self.decode(acts, mlp_inputs)
+        return {
+            "activation_matrix": matrix,
+            "reconstruction": reconstruction,
+            "encoder_vecs": encoders,
+            "decoder_vecs": decoders,
+            "encoder_to_decoder_map": mapping,
+            "decoder_locations": torch.stack([layers, positions]),
+        }
+
+    def to_safetensors(self, save_dir: str | Path) -> None:
+        """circuit-tracer's ``layer_{i}.safetensors`` files (no config: see ``save``)."""
+        self._write_layers(Path(save_dir))
+
+    def _write_layers(self, folder: Path) -> None:
         from safetensors.torch import save_file
 
-        folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         for layer, tc in enumerate(self.transcoders):
             state = {"W_enc": tc.W_enc.T, "W_dec": tc.W_dec, "b_enc": tc.b_enc, "b_dec": tc.b_dec}
@@ -188,6 +284,11 @@ class TranscoderSet(nn.Module):
                 state["W_skip"] = tc.W_skip
             state = {key: value.detach().cpu().contiguous() for key, value in state.items()}
             save_file(state, str(folder / f"layer_{layer}.safetensors"))
+
+    def save(self, folder: str | Path) -> Path:
+        """Write circuit-tracer's folder (``config.yaml`` + ``layer_{i}.safetensors``)."""
+        folder = Path(folder)
+        self._write_layers(folder)
         config = {"model_kind": "transcoder_set", "feature_input_hook": self.feature_input_hook}
         config["feature_output_hook"] = self.feature_output_hook
         config["scan"] = self.scan

@@ -63,3 +63,13 @@ def check_device(device: torch.device | str | int) -> torch.device:
     if backend is not None and getattr(backend, "is_available", lambda: False)():
         return parsed
     raise ValueError(f"device={device!r} is not available: {hint}; pick one of those.")
+
+
+def get_default_device() -> torch.device:
+    """``cuda`` when torch sees a GPU, else ``cpu`` (circuit-tracer's default device).
+
+    Example:
+        >>> get_default_device().type in ("cuda", "cpu")   # cpu on a machine without a GPU
+        True
+    """
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

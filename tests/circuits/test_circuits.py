@@ -427,8 +427,12 @@ def test_circuit_tracers_loading_arguments(tmp_path) -> None:
     transcoders = tiny_transcoders("gemma2", skip=True)
     same = ReplacementModel.from_pretrained_and_transcoders(str(tmp_path / "tiny"), transcoders)
     assert same.cfg.dtype == torch.float32
-    with pytest.raises(ValueError, match="backend='nnsight'.*transformerlens"):
-        ReplacementModel.from_pretrained(str(tmp_path / "tiny"), transcoders, backend="nnsight")
+    nnsight = ReplacementModel.from_pretrained(  # the same model: interp runs both backends
+        str(tmp_path / "tiny"), tiny_transcoders("gemma2", skip=True), backend="nnsight"
+    )
+    assert torch.equal(nnsight(TOKENS[None]), same(TOKENS[None]))
+    with pytest.raises(ValueError, match="backend='nnsite'.*transformerlens"):
+        ReplacementModel.from_pretrained(str(tmp_path / "tiny"), transcoders, backend="nnsite")
     assert torch.equal(same.ensure_tokenized([0, 5, 17]), torch.tensor([0, 5, 17]))
     capped = same(TOKENS[None])
     with same.zero_softcap():

@@ -65,13 +65,32 @@ def test_the_loaders_keep_no_model_class_of_their_own():
 
 
 def test_command_line_helpers_stay_importable_from_interp_cli():
-    from interp import cli, cli_support
+    from interp import cli
+    from interp.cli import support
     from interp.shipped import by_name
 
     assert cli.load_named_model is by_name.load_named_model
-    assert cli.UsageError is cli_support.UsageError
-    assert cli.CommandError is cli_support.CommandError
-    assert cli.terminal_text is cli_support.terminal_text
+    assert cli.UsageError is support.UsageError
+    assert cli.CommandError is support.CommandError
+    assert cli.terminal_text is support.terminal_text
+
+
+def test_every_part_of_the_package_is_in_a_layer():
+    """Each module and package directly under interp/ is named by the layers contract."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    named = {
+        part.strip() for layer in contract["layers"] for part in layer.replace(":", "|").split("|")
+    }
+    package = ROOT / "interp"
+    parts = {
+        f"interp.{path.stem}"
+        for path in package.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__")
+        or (path.is_dir() and (path / "__init__.py").is_file())
+    }
+    assert parts <= named, sorted(parts - named)
 
 
 def test_unknown_model_is_a_value_error_naming_the_closest_shipped_model():

@@ -8,13 +8,13 @@ import warnings
 
 import pytest
 import torch
-from tests.test_loading_nanogpt import nanogpt_hf, train_py_checkpoint
-from tests.test_loading_toy_models import API, TOY
 
 import interp
 from interp import HookedTransformer
 from interp.sae import HookedSAETransformer
 from tests.conftest import make_hf_gpt2
+from tests.loading.test_loading_nanogpt import nanogpt_hf, train_py_checkpoint
+from tests.loading.test_loading_toy_models import API, TOY
 
 
 class MyModel(HookedTransformer):

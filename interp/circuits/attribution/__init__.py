@@ -442,3 +442,13 @@ def attribute(
         scan=model.scan,
         tokenizer=model.tokenizer,
     )
+
+
+# circuit-tracer's submodules (``attribution.attribute``, ``attribution.targets``). Importing a
+# submodule binds its name in this package, so ``attribute`` is bound to the function again
+# afterwards: ``from interp.circuits.attribution import attribute`` stays the function.
+_attribute_function = attribute
+import interp.circuits.attribution.attribute  # noqa: E402, F401
+from interp.circuits.attribution.targets import AttributionTargets, TargetSpec  # noqa: E402, F401
+
+attribute = _attribute_function

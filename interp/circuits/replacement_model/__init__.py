@@ -99,14 +99,10 @@ class ReplacementModel:
         """Load ``name_or_folder`` (a model shipped with interp, e.g. ``"shakespeare-char"``,
         or what ``HookedTransformer.from_pretrained_no_processing`` reads: circuit-tracer
         loads without folding or centring too) on ``device`` in ``dtype``, then
-        ``from_model``. circuit-tracer's ``backend`` is always its TransformerLens one here;
+        ``from_model``. circuit-tracer's ``backend`` ("nnsight" too) is interp's model here;
         ``lazy_encoder``/``lazy_decoder`` are accepted for its scripts, and the transcoders
         are read whole. ``allow_model_mismatch`` as ``from_model``'s."""
-        if backend != "transformerlens":
-            raise ValueError(
-                f"backend={backend!r}: interp runs circuits on its HookedTransformer, "
-                "circuit-tracer's 'transformerlens' backend; drop backend= (or pass that)."
-            )
+        _check_backend(backend)
         from interp.model import HookedTransformer
         from interp.shipped import list_models, load_model
 
@@ -390,3 +386,94 @@ class ReplacementModel:
         """One frozen forward (inside ``linearized()``): the final norm's output."""
         residual = self.model(tokens, stop_at_layer=self.model.cfg.n_layers)
         return self.model.ln_final(residual)
+
+    # ------------------------------------------- circuit-tracer's constructors and setup
+    @classmethod
+    def from_config(
+        cls,
+        config: Any,
+        transcoders: TranscoderSet | CrossLayerTranscoder,
+        backend: str = "transformerlens",
+        **kwargs: Any,
+    ) -> ReplacementModel:
+        """A randomly initialised ``HookedTransformer(config)`` with ``transcoders``
+        (circuit-tracer's ``from_config``; ``config`` a ``HookedTransformerConfig`` or its
+        dict). Its tokenizer is ``config.tokenizer_name``'s when interp has it offline
+        (``"gpt2"``), else none (pass ``tokenizer=``)."""
+        from interp.config import HookedTransformerConfig
+        from interp.model import HookedTransformer
+        from interp.tokenizers import get_tokenizer
+
+        _check_backend(backend)
+        if isinstance(config, dict):
+            config = HookedTransformerConfig.from_dict(config)
+        if not isinstance(config, HookedTransformerConfig):
+            raise TypeError(
+                f"from_config takes a HookedTransformerConfig (or its dict); got "
+                f"{type(config).__name__}. For a Hugging Face config, save a model made from it "
+                "and use ReplacementModel.from_pretrained(folder, transcoders)."
+            )
+        if "tokenizer" not in kwargs and config.tokenizer_name:
+            try:
+                kwargs["tokenizer"] = get_tokenizer(config.tokenizer_name)
+            except ValueError:  # no offline copy: no tokenizer
+                pass
+        return cls.from_model(HookedTransformer(config, **kwargs), transcoders)
+
+    def setup_attribution(self, inputs: str | Tensor) -> AttributionContext:
+        """circuit-tracer's ``setup_attribution``: one forward of ``inputs`` (text is
+        tokenized as ``attribute`` does; ids are taken as they are) and what the graph is
+        built from (``AttributionContext``). ``attribute`` computes the same internally."""
+        tokens = self.ensure_tokenized(inputs) if isinstance(inputs, str) else inputs.squeeze()
+        if tokens.ndim != 1:
+            raise ValueError(
+                f"setup_attribution takes one prompt; got shape {tuple(tokens.shape)}."
+            )
+        with torch.no_grad(), self.linearized() as run:
+            logits = self.model(tokens[None].to(self.cfg.device))
+            inputs_ = torch.cat([x.detach() for x in run.inputs])  # [n_layers, pos, d_model]
+            outputs = torch.cat(run.output_values)  # [n_layers, pos, d_model]
+        parts = self.transcoders.compute_attribution_components(inputs_, self.zero_positions)
+        errors = outputs - parts["reconstruction"].to(outputs.dtype)
+        errors[:, self.zero_positions] = 0
+        return AttributionContext(
+            activation_matrix=parts["activation_matrix"],
+            logits=logits,
+            error_vectors=errors,
+            token_vectors=self.model.W_E[tokens].detach(),
+            decoder_vecs=parts["decoder_vecs"],
+            encoder_vecs=parts["encoder_vecs"],
+            encoder_to_decoder_map=parts["encoder_to_decoder_map"],
+            decoder_locations=parts["decoder_locations"],
+        )
+
+
+@dataclass
+class AttributionContext:
+    """What ``setup_attribution`` found on one prompt: the sparse activations
+    ``[n_layers, pos, d_transcoder]``, the logits, the error vectors ``[n_layers, pos,
+    d_model]`` (MLP output minus reconstruction), the token embeddings ``[pos, d_model]``,
+    the active features' encoder and activation-scaled decoder vectors, which encoder each
+    decoder row belongs to, and each decoder row's (layer, position)."""
+
+    activation_matrix: Tensor
+    logits: Tensor
+    error_vectors: Tensor
+    token_vectors: Tensor
+    decoder_vecs: Tensor
+    encoder_vecs: Tensor
+    encoder_to_decoder_map: Tensor
+    decoder_locations: Tensor
+
+
+BACKENDS = ("transformerlens", "nnsight")
+
+
+def _check_backend(backend: str) -> None:
+    """circuit-tracer's two backends trace the same graph; interp runs both on its own
+    HookedTransformer (built from the same weights), so either name is accepted."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}; use one of {BACKENDS} (both run interp's model).")
+
+
+TransformerLensReplacementModel = ReplacementModel  # circuit-tracer's backend class name
