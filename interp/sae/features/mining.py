@@ -239,5 +239,8 @@ def _choose(pick: tuple[Tensor, ...], running: Tensor, fresh: Tensor, fill: Any)
 
 
 def _expand(index: Tensor, like: Tensor) -> Tensor:
-    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes."""
-    return index.reshape(*index.shape, *([1] * (like.ndim - 2))).expand_as(like)
+    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes (``like`` may have fewer
+    than k columns: a batch with fewer tokens than k)."""
+    return index.reshape(*index.shape, *([1] * (like.ndim - 2))).expand(
+        *index.shape, *like.shape[2:]
+    )
