@@ -110,6 +110,13 @@ def feature_section(
 ) -> str:
     """The HTML fragment for one feature (the page's body; also a report section).
 
+    Args:
+        stats: the features' top contexts and statistics (``top_activations``).
+        logit_weights: ``feature_logit_weights(model, sae)`` when already computed
+            (a folder of pages computes it once); None computes it.
+        n_logits: how many promoted and suppressed tokens the logit table shows.
+        anchor: the section's HTML id, for links within a report.
+
     Example:
         >>> model = interp.load_model("shakespeare-char")
         >>> sae = interp.load_sae("shakespeare-char-resid-l1")
@@ -158,6 +165,11 @@ def feature_page_html(
 ) -> str:
     """A whole feature page. plotly.js is inlined, or loaded from ``plotly_src`` (a relative
     file next to the page: still offline).
+
+    Args:
+        logit_weights: ``feature_logit_weights(model, sae)`` when already computed; None
+            computes it.
+        index_href: the link back to the folder's index page; None: no link.
 
     Example:
         >>> model = interp.load_model("shakespeare-char")
