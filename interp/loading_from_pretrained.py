@@ -6,8 +6,12 @@ Example:
     >>> from interp import loading_from_pretrained as loading
     >>> loading.get_official_model_name("solu-1l")
     'NeelNanda/SoLU_1L512W_C4_Code'
-    >>> loading.get_pretrained_model_config("gpt2").n_layers      # from the cached config.json
-    12
+    >>> import tempfile, transformers
+    >>> folder = tempfile.mkdtemp()   # or a name: "gpt2" (read from the Hugging Face cache)
+    >>> transformers.GPT2Config(n_layer=3, n_embd=32, n_head=2,
+    ...                         architectures=["GPT2LMHeadModel"]).save_pretrained(folder)
+    >>> loading.get_pretrained_model_config(folder).n_layers
+    3
 """
 
 from __future__ import annotations
@@ -60,10 +64,24 @@ def get_pretrained_state_dict(
     hub id or local folder; or the in-memory ``hf_model``), in ``dtype``. ``cfg`` is accepted
     for TL's signature; the checkpoint's own config decides the layout.
 
+    Args:
+        official_model_name: a TransformerLens name, hub id or local checkpoint folder.
+        cfg: unused (TransformerLens's signature); the checkpoint's config decides the layout.
+        hf_model: an already loaded Hugging Face model to convert instead of reading files.
+        dtype: the weights' dtype (``torch_dtype=`` in ``kwargs`` is read too).
+
     Example:
-        >>> state_dict = get_pretrained_state_dict("gelu-1l", cfg)
-        >>> state_dict["blocks.0.mlp.W_in"].shape
-        torch.Size([512, 2048])
+        >>> import tempfile, transformers
+        >>> folder = tempfile.mkdtemp()   # or a name: "gelu-1l" (read from the hub's cache)
+        >>> transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=16,
+        ... )).save_pretrained(folder)
+        >>> cfg = get_pretrained_model_config(folder)
+        >>> state_dict = get_pretrained_state_dict(folder, cfg)
+        >>> state_dict["blocks.0.mlp.W_in"].shape   # [d_model, d_mlp]
+        torch.Size([32, 128])
+        >>> state_dict["blocks.0.attn.W_Q"].shape   # [n_heads, d_model, d_head]
+        torch.Size([2, 32, 16])
     """
     name = official_model_name
     if not Path(name).exists() and hf_model is None:

@@ -20,7 +20,8 @@ class HookedTransformerKeyValueCacheEntry(KeyValueCacheEntry):
 
     Example:
         >>> entry = HookedTransformerKeyValueCacheEntry.init_cache_entry(model.cfg, "cpu")
-        >>> entry.past_keys.shape   # [1, 0, n_heads, d_head]
+        >>> entry.past_keys.shape   # [batch, pos_so_far, n_heads, d_head]: nothing yet
+        torch.Size([1, 0, 1, 64])
     """
 
     def __init__(
@@ -83,9 +84,14 @@ class HookedTransformerKeyValueCache(KeyValueCache):
 
     Example:
         >>> cache = HookedTransformerKeyValueCache.init_cache(model.cfg, model.cfg.device, 1)
-        >>> model(prompt_tokens, past_kv_cache=cache)          # fills it
+        >>> prompt_tokens, continuation_tokens = tokens[:, :11], tokens[:, 11:]
+        >>> _ = model(prompt_tokens, past_kv_cache=cache)          # fills it
         >>> cache.freeze()
-        >>> model(continuation_tokens, past_kv_cache=cache)    # reads the prompt, adds nothing
+        >>> logits = model(continuation_tokens, past_kv_cache=cache)  # reads the prompt
+        >>> cache                                                     # ... and adds nothing
+        HookedTransformerKeyValueCache(2 layers, 11 positions, batch 1, frozen=True)
+        >>> torch.allclose(logits, model(tokens)[:, 11:], atol=1e-4)  # as one forward pass
+        True
     """
 
     def __init__(

@@ -2,10 +2,13 @@
 
 Example:
     >>> from interp.sae import SAE, HookedSAETransformer
-    >>> sae = SAE.load("path/to/sae_folder")          # SAELens, Gemma Scope, sparsify, Llama Scope
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")   # shipped; or SAE.load(folder):
+    >>> # SAELens, Gemma Scope, sparsify, Llama Scope
     >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+    >>> tokens = model.to_tokens("ROMEO:")
     >>> logits, cache = model.run_with_cache_with_saes(tokens, saes=[sae])
-    >>> cache[f"{sae.cfg.hook_name}.hook_sae_acts_post"]   # [batch, pos, d_sae]
+    >>> cache[f"{sae.cfg.hook_name}.hook_sae_acts_post"].shape   # [batch, pos, d_sae]
+    torch.Size([1, 6, 1024])
 """
 
 from interp.sae.formats import SAEFormatError

@@ -153,7 +153,10 @@ def report_sections(
     config names another model).
 
     Example:
-        >>> report_sections(model, "ROMEO:", "shakespeare-char-resid-l1", None)
+        >>> model = interp.load_model("shakespeare-char")
+        >>> sections = report_sections(model, "ROMEO:", "shakespeare-char-resid-l1", None)
+        >>> len(sections), sections[0].startswith("<style>")   # one HTML section
+        (1, True)
     """
     from interp.sae.features import feature_logit_weights, text_windows, top_activations
     from interp.sae.views import FEATURE_STYLE, feature_section, prompt_view

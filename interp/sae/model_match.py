@@ -13,8 +13,16 @@ model (a dictionary without ``model_name``; a model built in code, or loaded fro
 whose config names none, see ``stated_model_name``), nothing is refused.
 
 Example:
-    >>> check_model_match(sae, model)   # raises ModelMismatchError naming both models
-    >>> model.add_sae(sae, allow_model_mismatch=True)   # splice it anyway
+    >>> from interp.sae import HookedSAETransformer
+    >>> other = HookedSAETransformer.from_model(interp.load_model("attn-only-2l"))
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")   # trained on shakespeare-char
+    >>> check_model_match(sae, other)   # raises ModelMismatchError naming both models
+    Traceback (most recent call last):
+    interp.sae.model_match.ModelMismatchError: ... 'shakespeare-char', but this model is ...
+    >>> sae.cfg.d_in == other.cfg.d_model   # the same width: a splice would run, meaning nothing
+    True
+    >>> other.add_sae(sae, allow_model_mismatch=True)   # splice it anyway, knowingly
+    >>> other.reset_saes()
 """
 
 from __future__ import annotations
@@ -72,9 +80,13 @@ def check_model_match(
     either names no model. ``what`` names the dictionary in the message (default its repr).
 
     Example:
-        >>> check_model_match(load_sae("shakespeare-char-resid-l1"), load_model("attn-only-2l"))
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> model = interp.load_model("attn-only-2l")
+        >>> check_model_match(sae, model)
         Traceback (most recent call last):
-        ModelMismatchError: ... was trained on model 'shakespeare-char', but this model is ...
+        interp.sae.model_match.ModelMismatchError: ... was trained on model 'shakespeare-char',
+        but this model is 'attn-only-2l': ...
+        >>> check_model_match(sae, model, allow_model_mismatch=True)   # allowed: nothing raised
     """
     if not isinstance(allow_model_mismatch, bool):
         raise TypeError(

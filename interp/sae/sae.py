@@ -194,8 +194,11 @@ class SAE(HookedRootModule):
 
     Example:
         >>> sae = SAE(SAEConfig(d_in=64, d_sae=512, hook_name="blocks.1.hook_resid_post"))
+        >>> resid = torch.randn(2, 5, 64)       # [batch, pos, d_in]
         >>> features = sae.encode(resid)        # [batch, pos, 512]
         >>> recon = sae.decode(features)        # [batch, pos, 64]; sae(resid) does both
+        >>> features.shape, recon.shape
+        (torch.Size([2, 5, 512]), torch.Size([2, 5, 64]))
     """
 
     def __init__(self, cfg: SAEConfig | dict[str, Any], use_error_term: bool = False) -> None:
@@ -255,7 +258,11 @@ class SAE(HookedRootModule):
         """Write SAELens's folder format (``cfg.json`` + ``sae_weights.safetensors``).
 
         Example:
-            >>> sae.save("my_sae"); SAE.load("my_sae")
+            >>> import tempfile
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> folder = sae.save(tempfile.mkdtemp())
+            >>> torch.equal(SAE.load(folder).W_dec, sae.W_dec)
+            True
         """
         from interp.sae.formats import save_saelens
 
@@ -281,7 +288,7 @@ class SAE(HookedRootModule):
         load it as ``SAE.load`` does.
 
         Example:
-            >>> sae = SAE.from_pretrained(
+            >>> sae = SAE.from_pretrained(  # needs the hub once  # doctest: +SKIP
             ...     "google/gemma-scope-2b-pt-res", "layer_3/width_16k/average_l0_59")
         """
         from interp.sae.formats import load_from_hub

@@ -5,6 +5,8 @@ Example:
     >>> interp.list_saes()
     ['shakespeare-char-resid-l1']
     >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> sae.cfg.model_name, sae.cfg.hook_name, sae.cfg.d_sae
+    ('shakespeare-char', 'blocks.1.hook_resid_post', 1024)
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def sae_card(name: str) -> str:
 
     Example:
         >>> print(interp.sae.shipped.sae_card("shakespeare-char-resid-l1"))
+        # shakespeare-char-resid-l1
+        <BLANKLINE>
+        A TopK sparse autoencoder on the residual stream of the shipped ...
     """
     return (_sae_folder(name) / "MODEL_CARD.md").read_text(encoding="utf-8")
 

@@ -176,9 +176,14 @@ class SAESplicingMixin:
         (``interp.sae.model_match``). Everything is checked before the model changes.
 
         Example:
+            >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> tokens = model.to_tokens("ROMEO:")
             >>> model.add_sae(sae)
             >>> logits, cache = model.run_with_cache(tokens)
-            >>> cache["blocks.1.hook_resid_post.hook_sae_acts_post"]   # [batch, pos, d_sae]
+            >>> cache["blocks.1.hook_resid_post.hook_sae_acts_post"].shape   # [batch, pos, d_sae]
+            torch.Size([1, 6, 1024])
+            >>> model.reset_saes()
         """
         if not isinstance(sae, SAE):
             raise TypeError(f"add_sae takes an interp.sae.SAE, got {type(sae).__name__}.")
@@ -227,7 +232,14 @@ class SAESplicingMixin:
         """Remove the SAEs reading these hooks (every SAE by default).
 
         Example:
+            >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> tokens = model.to_tokens("ROMEO:")
+            >>> clean = model(tokens)
+            >>> model.add_sae(sae)
             >>> model.reset_saes()   # the model is as it was, hooks on its hook points kept
+            >>> torch.equal(model(tokens), clean)
+            True
         """
         if isinstance(act_names, str):
             act_names = [act_names]
@@ -251,8 +263,16 @@ class SAESplicingMixin:
         them and put back the SAEs they replaced. ``allow_model_mismatch`` as ``add_sae``'s.
 
         Example:
+            >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> tokens = model.to_tokens("ROMEO:")
+            >>> ablate_name = "blocks.1.hook_resid_post.hook_sae_acts_post"
+            >>> def ablate(acts, hook):   # feature 7 off
+            ...     acts[..., 7] = 0
             >>> with model.saes([sae], use_error_term=True):
             ...     logits = model.run_with_hooks(tokens, fwd_hooks=[(ablate_name, ablate)])
+            >>> model.acts_to_saes   # spliced only inside the block
+            {}
         """
         saes = [saes] if isinstance(saes, SAE) else list(saes)
         before = dict(self._splices)
@@ -281,7 +301,12 @@ class SAESplicingMixin:
         """One forward pass with ``saes`` spliced.
 
         Example:
-            >>> logits = model.run_with_saes(tokens, saes=[sae])
+            >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> tokens = model.to_tokens("ROMEO:")
+            >>> logits = model.run_with_saes(tokens, saes=[sae])   # the SAE's reconstruction
+            >>> logits.shape
+            torch.Size([1, 6, 65])
         """
         with self.saes(saes, reset_saes_end, use_error_term, allow_model_mismatch):
             return self(*model_args, **model_kwargs)
@@ -298,8 +323,13 @@ class SAESplicingMixin:
         """``run_with_cache`` with ``saes`` spliced; the cache holds their hook points too.
 
         Example:
+            >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> tokens = model.to_tokens("ROMEO:")
             >>> _, cache = model.run_with_cache_with_saes(tokens, saes=[sae])
-            >>> cache["blocks.1.hook_resid_post.hook_sae_acts_post"]
+            >>> acts = cache["blocks.1.hook_resid_post.hook_sae_acts_post"]   # [1, 6, d_sae]
+            >>> int((acts[0, -1] > 0).sum())   # TopK: k features on each token
+            16
         """
         with self.saes(saes, reset_saes_end, use_error_term, allow_model_mismatch):
             return self.run_with_cache(*model_args, **kwargs)
@@ -319,9 +349,12 @@ class SAESplicingMixin:
         """``run_with_hooks`` with ``saes`` spliced (e.g. to ablate or steer features).
 
         Example:
+            >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> tokens = model.to_tokens("ROMEO:")
             >>> def ablate(acts, hook):
             ...     acts[..., 7] = 0
-            >>> model.run_with_hooks_with_saes(tokens, saes=[sae],
+            >>> logits = model.run_with_hooks_with_saes(tokens, saes=[sae],
             ...     fwd_hooks=[("blocks.1.hook_resid_post.hook_sae_acts_post", ablate)])
         """
         with self.saes(saes, reset_saes_end, allow_model_mismatch=allow_model_mismatch):
@@ -340,8 +373,12 @@ class HookedSAETransformer(SAESplicingMixin, HookedTransformer):
 
     Example:
         >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
-        >>> model = HookedSAETransformer.from_pretrained("gpt2")
-        >>> logits = model.run_with_saes(tokens, saes=[sae])
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")   # or SAE.load(folder)
+        >>> logits = model.run_with_saes(model.to_tokens("ROMEO:"), saes=[sae])
+        >>> logits.shape   # [batch, pos, d_vocab]
+        torch.Size([1, 6, 65])
+
+    ``HookedSAETransformer.from_pretrained(name_or_folder)`` loads one directly.
     """
 
     @classmethod

@@ -4,8 +4,16 @@ token, linking to their pages). Every string is escaped (``interp.viz.html``); p
 inlined, or written once next to a folder of pages.
 
 Example:
-    >>> stats = top_activations(model, sae, text_windows(model, text))
-    >>> write_feature_pages(model, sae, stats, "features/", n_features=20, prompts=["ROMEO:"])
+    >>> model = interp.load_model("shakespeare-char")
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> from interp.sae.features import text_windows, top_activations
+    >>> from interp.training.text import default_text
+    >>> stats = top_activations(model, sae, text_windows(model, default_text()[:3000]))
+    >>> import tempfile
+    >>> pages = write_feature_pages(model, sae, stats, tempfile.mkdtemp(), n_features=3,
+    ...                             prompts=["ROMEO:"])
+    >>> pages[0].name, pages[-1].name   # the index, the feature pages, the prompt's page
+    ('index.html', 'prompt_0.html')
 """
 
 from __future__ import annotations
@@ -102,8 +110,22 @@ def feature_section(
 ) -> str:
     """The HTML fragment for one feature (the page's body; also a report section).
 
+    Args:
+        stats: the features' top contexts and statistics (``top_activations``).
+        logit_weights: ``feature_logit_weights(model, sae)`` when already computed
+            (a folder of pages computes it once); None computes it.
+        n_logits: how many promoted and suppressed tokens the logit table shows.
+        anchor: the section's HTML id, for links within a report.
+
     Example:
+        >>> model = interp.load_model("shakespeare-char")
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> from interp.sae.features import text_windows, top_activations
+        >>> from interp.training.text import default_text
+        >>> stats = top_activations(model, sae, text_windows(model, default_text()[:3000]))
         >>> body = feature_section(model, sae, stats, 7)
+        >>> body.startswith("<section class='feature'")
+        True
     """
     contexts = stats.contexts(feature, model.tokenizer)
     peak = contexts[0]["value"] if contexts else 0.0
@@ -144,8 +166,20 @@ def feature_page_html(
     """A whole feature page. plotly.js is inlined, or loaded from ``plotly_src`` (a relative
     file next to the page: still offline).
 
+    Args:
+        logit_weights: ``feature_logit_weights(model, sae)`` when already computed; None
+            computes it.
+        index_href: the link back to the folder's index page; None: no link.
+
     Example:
-        >>> Path("feature_7.html").write_text(feature_page_html(model, sae, stats, 7))
+        >>> model = interp.load_model("shakespeare-char")
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> from interp.sae.features import text_windows, top_activations
+        >>> from interp.training.text import default_text
+        >>> stats = top_activations(model, sae, text_windows(model, default_text()[:3000]))
+        >>> import tempfile
+        >>> page = Path(tempfile.mkdtemp(), "feature_7.html")
+        >>> _ = page.write_text(feature_page_html(model, sae, stats, 7))   # plotly.js inlined
     """
     head = FEATURE_STYLE + "\n" + _plotly_head(plotly_src)
     back = f"<p><a href='{escape_text(index_href)}'>all features</a></p>" if index_href else ""
@@ -171,7 +205,11 @@ def prompt_view(
     with links (``link(feature)``; None: no link), and the features shown, strongest first.
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
         >>> fragment, features = prompt_view(model, sae, "ROMEO:")
+        >>> fragment.startswith("<table"), features[:3]   # strongest first
+        (True, [185, 667, 863])
     """
     tokens = model.to_tokens(prompt)
     strings = model.to_str_tokens(tokens[0])
@@ -207,8 +245,11 @@ def prompt_page_html(sae: SAE, table: str) -> str:
     """A page around ``prompt_view``'s table (whose links go to ``feature_<f>.html``).
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
         >>> table, features = prompt_view(model, sae, "ROMEO:")
-        >>> Path("prompt.html").write_text(prompt_page_html(sae, table))
+        >>> import tempfile
+        >>> _ = Path(tempfile.mkdtemp(), "prompt.html").write_text(prompt_page_html(sae, table))
     """
     body = (
         f"<h1>Features of {escape_text(sae.cfg.hook_name)} on a prompt</h1>"
@@ -232,7 +273,16 @@ def write_feature_pages(
     ``out``; returns the pages.
 
     Example:
-        >>> pages = write_feature_pages(model, sae, stats, "features/", n_features=20)
+        >>> model = interp.load_model("shakespeare-char")
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> from interp.sae.features import text_windows, top_activations
+        >>> from interp.training.text import default_text
+        >>> stats = top_activations(model, sae, text_windows(model, default_text()[:3000]))
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> pages = write_feature_pages(model, sae, stats, out, n_features=2)
+        >>> len(pages), (out / "plotly.min.js").is_file()   # index + 2 pages; plotly once
+        (3, True)
     """
     from interp.sae.features import feature_logit_weights
 

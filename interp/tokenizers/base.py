@@ -50,7 +50,8 @@ class TokenizerBase:
     Nothing here adds special tokens, so ``add_special_tokens`` changes nothing.
 
     Example:
-        >>> tok = get_tokenizer("gpt2")
+        >>> from interp.tokenizers import get_tokenizer
+        >>> tok = get_tokenizer("gpt2")   # shipped offline: GPT-2's BPE with tiktoken
         >>> tok(["Hello world", "Hi"], return_tensors="pt", padding=True)["attention_mask"]
         tensor([[1, 1],
                 [1, 0]])

@@ -16,8 +16,21 @@ class HuggingFaceTokenizer:
     As in TransformerLens, a tokenizer without a pad token gets its EOS token as one.
 
     Example:
-        >>> tok = get_tokenizer(AutoTokenizer.from_pretrained("path/to/model"))
-        >>> tok(["a", "b c"], return_tensors="pt", padding=True)["input_ids"].shape
+        >>> import tokenizers, transformers
+        >>> from interp.tokenizers import get_tokenizer
+        >>> words = tokenizers.Tokenizer(tokenizers.models.WordLevel(
+        ...     {"<unk>": 0, "</s>": 1, "a": 2, "b": 3, "c": 4}, unk_token="<unk>"))
+        >>> words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+        >>> hf = transformers.PreTrainedTokenizerFast(  # or AutoTokenizer.from_pretrained(folder)
+        ...     tokenizer_object=words, unk_token="<unk>", eos_token="</s>")
+        >>> tok = get_tokenizer(hf)
+        >>> tok.pad_token                       # it had none: EOS pads
+        '</s>'
+        >>> tok(["a", "b c"], return_tensors="pt", padding=True)["input_ids"]
+        tensor([[2, 1],
+                [3, 4]])
+        >>> tok.token_str(3)
+        'b'
     """
 
     def __init__(self, hf_tokenizer: Any) -> None:

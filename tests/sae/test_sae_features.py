@@ -102,6 +102,20 @@ def test_top_activations_equal_brute_force(model, windows):
     torch.testing.assert_close(whole.top_values, stats.top_values)
 
 
+def test_top_activations_with_fewer_tokens_than_k(model, windows):
+    # A batch of 6 tokens and k = 10: each feature keeps its 6 values, the rest empty.
+    sae = random_sae(model.cfg.d_model, RESID)
+    short = windows[:1, :6]
+    stats = top_activations(model, sae, short, k=10, left=2, right=1)
+    flat = feature_acts(model, sae, short).reshape(-1, sae.cfg.d_sae)  # [6, d_sae]
+    expected = flat.T.sort(dim=-1, descending=True).values.clamp(min=0)
+    within = model_tolerance(model.cfg, expected)
+    torch.testing.assert_close(stats.top_values[:, :6], expected, **within)
+    assert (stats.top_values[:, 6:] == 0).all() and (stats.top_position[:, 6:] == -1).all()
+    fired = stats.top_values > 0
+    assert (stats.top_position[fired] >= 0).all() and (stats.top_position[~fired] == -1).all()
+
+
 def test_contexts_are_readable(model, windows):
     sae = random_sae(model.cfg.d_model, RESID)
     stats = top_activations(model, sae, windows, k=3, left=4, right=1)

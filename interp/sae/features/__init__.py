@@ -15,9 +15,13 @@ name is importable from here.
 Example:
     >>> model = interp.load_model("shakespeare-char")
     >>> sae = interp.load_sae("shakespeare-char-resid-l1")
-    >>> stats = top_activations(model, sae, text_windows(model, text), k=20)
-    >>> stats.contexts(7)[0]            # the strongest context of feature 7
-    >>> feature_logit_weights(model, sae)[7].topk(10)   # the characters feature 7 promotes
+    >>> from interp.training.text import default_text
+    >>> text = default_text()[:3000]                     # tiny-shakespeare's first lines
+    >>> stats = top_activations(model, sae, text_windows(model, text), k=5)
+    >>> "".join(stats.contexts(7, model.tokenizer)[0]["tokens"])   # feature 7's strongest
+    " we'll have corn at o"
+    >>> model.to_str_tokens(feature_logit_weights(model, sae)[7].topk(5).indices)  # promotes
+    ['y', 'm', 's', 'Y', 'N']
 """
 
 from interp.sae.features.activations import feature_acts, text_windows

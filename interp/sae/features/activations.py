@@ -3,8 +3,13 @@ activations on them (the forward stops at the SAE's input hook, so the layers af
 never run).
 
 Example:
+    >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> from interp.training.text import default_text
+    >>> text = default_text()[:3000]                     # tiny-shakespeare's first lines
     >>> tokens = text_windows(model, text)              # [n_windows, n_ctx]
     >>> feature_acts(model, sae, tokens[:8]).shape      # [8, n_ctx, d_sae]
+    torch.Size([8, 128, 1024])
 """
 
 from __future__ import annotations
@@ -50,7 +55,10 @@ def feature_acts(
     """The SAE's feature activations on ``tokens`` (the forward stops at its input hook).
 
     Example:
-        >>> feature_acts(model, sae, model.to_tokens("ROMEO:"))[0, -1].topk(5)
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> feature_acts(model, sae, model.to_tokens("ROMEO:"))[0, -1].topk(3).indices
+        tensor([185, 863, 439])
     """
     hook = sae.cfg.hook_name
     _, cache = model.run_with_cache(tokens.to(model.device), names_filter=[hook], return_type=None)

@@ -3,8 +3,18 @@ from one forward and one backward pass; and the rank correlation that compares i
 exact feature patching.
 
 Example:
+    >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> tokens = model.to_tokens("ROMEO:\\nO")
+    >>> def metric(logits):   # the logit of "R" after the last token
+    ...     return logits[0, -1, model.to_single_token("R")]
     >>> attr, acts = feature_attribution(model, [sae], tokens, metric)[sae.cfg.hook_name]
-    >>> exact = metric(model(tokens)) - feature_patch(model, sae, tokens, metric, [(5, 7)])
+    >>> top = attr[0, -1].topk(3).indices                        # the 3 largest estimates
+    >>> from interp.sae.features import feature_patch
+    >>> exact = metric(model(tokens)) - feature_patch(model, sae, tokens, metric,
+    ...                                               [(7, int(f)) for f in top])
+    >>> attr[0, -1, top].round(decimals=2), exact.detach().round(decimals=2)
+    (tensor([1.07, 0.83, 0.42]), tensor([0.79, 1.03, 0.63]))
 """
 
 from __future__ import annotations
@@ -35,9 +45,13 @@ def feature_attribution(
     Returns ``{hook_name: (attribution, activations)}``, each [batch, pos, d_sae].
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> tokens, answer = model.to_tokens("ROMEO:\\nO"), model.to_single_token("R")
         >>> attr, acts = feature_attribution(model, [sae], tokens,
         ...     lambda logits: logits[0, -1, answer])[sae.cfg.hook_name]
-        >>> attr[0].flatten().topk(10)
+        >>> attr.shape   # [batch, pos, d_sae]
+        torch.Size([1, 8, 1024])
     """
     saes = [saes] if isinstance(saes, SAE) else list(saes)
     outputs = {sae.cfg.output_hook for sae in saes}

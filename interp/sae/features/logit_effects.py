@@ -3,8 +3,12 @@ directions (through ``W_O`` for ``hook_z``), logit weights, top promoted/suppres
 and per-prompt direct logit attribution.
 
 Example:
-    >>> feature_logit_weights(model, sae)[7].topk(10)   # the characters feature 7 promotes
-    >>> top_logits(model, sae, 7)["promoted"][:3]
+    >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> feature_logit_weights(model, sae)[7].topk(3).indices  # the characters 7 promotes
+    tensor([...])
+    >>> [(char, round(weight, 2)) for char, weight in top_logits(model, sae, 7)["promoted"][:3]]
+    [('y', 0.31), ('m', 0.3), ('s', 0.29)]
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ def feature_directions(model: Any, sae: SAE) -> Float[Tensor, "d_sae d_model"]:
     SAEs on d_model-wide hooks (resid, attn_out, mlp_out), through ``W_O`` for ``hook_z``.
 
     Example:
-        >>> feature_directions(model, sae).shape
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> feature_directions(model, sae).shape   # [d_sae, d_model]
         torch.Size([1024, 128])
     """
     W_dec = decoder_rows(sae).detach()
@@ -65,8 +71,11 @@ def feature_logit_weights(model: Any, sae: SAE) -> Float[Tensor, "d_sae d_vocab"
     direction through ``ln_final`` (centring and weight; not the scale) and ``W_U``.
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
         >>> weights = feature_logit_weights(model, sae)[7]
         >>> model.to_str_tokens(weights.topk(5).indices)   # the tokens feature 7 promotes
+        ['y', 'm', 's', 'Y', 'N']
     """
     directions = _through_final_norm(model, feature_directions(model, sae))
     return directions @ model.W_U.detach()
@@ -81,8 +90,13 @@ def top_logit_tokens(
     on GPT-2's vocabulary), at most features_per_chunk x d_vocab floats.
 
     Example:
-        >>> promoted, suppressed = top_logit_tokens(model, sae, k=10)
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> promoted, suppressed = top_logit_tokens(model, sae, k=5)
+        >>> promoted.indices.shape   # [d_sae, k]
+        torch.Size([1024, 5])
         >>> model.to_str_tokens(promoted.indices[7])
+        ['y', 'm', 's', 'Y', 'N']
     """
     k = min(checked_count(k, "k", minimum=1), model.cfg.d_vocab_out)
     with torch.no_grad():
@@ -108,7 +122,10 @@ def top_logits(
     """The ``k`` tokens feature ``feature`` promotes and suppresses most, with weights.
 
     Example:
-        >>> top_logits(model, sae, 7)["promoted"][:3]
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> [char for char, weight in top_logits(model, sae, 7)["promoted"][:3]]
+        ['y', 'm', 's']
     """
     weights = feature_logit_weights(model, sae) if weights is None else weights
     n_features, d_vocab = weights.shape
@@ -144,8 +161,11 @@ def feature_dla(
     SAE hook's own DLA.
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
         >>> dla = feature_dla(model, sae, model.to_tokens("ROMEO"), model.to_single_token("\\n"))
-        >>> dla.topk(5)
+        >>> dla.shape, dla.topk(3).indices   # [d_sae]; the features that push "\\n" most
+        (torch.Size([1024]), tensor([586, 904, 210]))
     """
     if tokens.ndim == 1:
         tokens = tokens[None]

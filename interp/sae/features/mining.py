@@ -2,9 +2,16 @@
 (density, L0, dead share, activation histogram), in memory that does not grow with the data.
 
 Example:
-    >>> stats = top_activations(model, sae, text_windows(model, text), k=20)
-    >>> stats.contexts(7)[0]            # the strongest context of feature 7
-    >>> stats.density[7], stats.l0
+    >>> model = interp.load_model("shakespeare-char")   # the SAE's model
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> from interp.sae.features import text_windows
+    >>> from interp.training.text import default_text
+    >>> text = default_text()[:3000]                     # tiny-shakespeare's first lines
+    >>> stats = top_activations(model, sae, text_windows(model, text), k=5)
+    >>> stats.contexts(7)[0]["value"]            # the strongest activation of feature 7
+    2.0197
+    >>> round(float(stats.density[7]), 3), stats.l0   # share of tokens it fires on; TopK's k
+    (0.036, 16.0)
 """
 
 from __future__ import annotations
@@ -85,7 +92,15 @@ class FeatureStats:
         and ``index`` (the top token's place in ``tokens``).
 
         Example:
-            >>> stats.contexts(7, model.tokenizer)[0]["tokens"]
+            >>> model = interp.load_model("shakespeare-char")   # the SAE's model
+            >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+            >>> from interp.sae.features import text_windows
+            >>> from interp.training.text import default_text
+            >>> text = default_text()[:3000]                     # tiny-shakespeare's first lines
+            >>> stats = top_activations(model, sae, text_windows(model, text), k=5)
+            >>> context = stats.contexts(7, model.tokenizer)[0]
+            >>> "".join(context["tokens"]), context["position"]
+            (" we'll have corn at o", 74)
         """
         d_sae = self.top_values.shape[0]
         feature = checked_index(feature, d_sae, "feature", f"an SAE with d_sae={d_sae}")
@@ -140,8 +155,14 @@ def top_activations(
     are merged into the running top-k with one ``torch.topk``.
 
     Example:
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> from interp.sae.features import text_windows
+        >>> from interp.training.text import default_text
+        >>> text = default_text()[:3000]                     # tiny-shakespeare's first lines
         >>> stats = top_activations(model, sae, text_windows(model, text), k=10)
-        >>> stats.density[7], stats.l0
+        >>> round(float(stats.density[7]), 3), stats.l0
+        (0.036, 16.0)
     """
     k = checked_count(k, "k", minimum=1)
     batch_size = checked_count(batch_size, "batch_size", minimum=1)
@@ -218,5 +239,8 @@ def _choose(pick: tuple[Tensor, ...], running: Tensor, fresh: Tensor, fill: Any)
 
 
 def _expand(index: Tensor, like: Tensor) -> Tensor:
-    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes."""
-    return index.reshape(*index.shape, *([1] * (like.ndim - 2))).expand_as(like)
+    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes (``like`` may have fewer
+    than k columns: a batch with fewer tokens than k)."""
+    return index.reshape(*index.shape, *([1] * (like.ndim - 2))).expand(
+        *index.shape, *like.shape[2:]
+    )

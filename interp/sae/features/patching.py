@@ -3,7 +3,14 @@
 activation patch, batched by ``interp.patching``'s engine.
 
 Example:
-    >>> ablated = feature_patch(model, sae, tokens, metric, [(5, 7), (5, 9)])
+    >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+    >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+    >>> tokens = model.to_tokens("ROMEO:\\nO")
+    >>> def metric(logits):   # the logit of "R" after the last token
+    ...     return logits[0, -1, model.to_single_token("R")]
+    >>> ablated = feature_patch(model, sae, tokens, metric, [(7, 244), (7, 856)])
+    >>> ablated.shape   # the metric with each (position, feature) zeroed in turn
+    torch.Size([2])
 """
 
 from __future__ import annotations
@@ -45,7 +52,14 @@ def feature_patch(
     with the SAE spliced with its error term; runs are batched by ``interp.patching``.
 
     Example:
-        >>> ablated = feature_patch(model, sae, tokens, metric, [(5, 7), (5, 9)])
+        >>> model = interp.load_model("shakespeare-char")   # the SAE's model (char-level, no BOS)
+        >>> sae = interp.load_sae("shakespeare-char-resid-l1")
+        >>> tokens = model.to_tokens("ROMEO:\\nO")
+        >>> def metric(logits):   # the logit of "R" after the last token
+        ...     return logits[0, -1, model.to_single_token("R")]
+        >>> ablated = feature_patch(model, sae, tokens, metric, [(7, 244), (7, 856)])
+        >>> ablated.shape   # the metric with each (position, feature) zeroed in turn
+        torch.Size([2])
     """
     if tokens.ndim == 1:
         tokens = tokens[None]

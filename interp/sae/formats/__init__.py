@@ -17,7 +17,17 @@ One module a format family (``saelens``, ``gemma_scope``, ``sparsify``, ``llama_
 the readers share. Every name is importable from here.
 
 Example:
-    >>> sae = load_sae_folder("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+    >>> from pathlib import Path
+    >>> import tempfile, numpy as np
+    >>> folder = Path(tempfile.mkdtemp(),
+    ...               "gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+    >>> folder.mkdir(parents=True)   # a tiny stand-in for the hub's folder: d_in 8, d_sae 32
+    >>> np.savez(folder / "params.npz", W_enc=np.zeros((8, 32), "f4"),
+    ...          W_dec=np.zeros((32, 8), "f4"), b_enc=np.zeros(32, "f4"),
+    ...          b_dec=np.zeros(8, "f4"), threshold=np.zeros(32, "f4"))
+    >>> sae = load_sae_folder(folder)   # the format and the hook read from the files and the path
+    >>> sae.cfg.architecture, sae.cfg.hook_name, sae.cfg.model_name
+    ('jumprelu', 'blocks.3.hook_resid_post', 'gemma-2-2b')
 """
 
 from interp.sae.formats.build import fold_input_scale

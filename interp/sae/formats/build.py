@@ -3,8 +3,12 @@
 and input/output scales folded into the weights.
 
 Example:
-    >>> sae = build_sae(sae_config(source, d_in=128, d_sae=1024, hook_name=hook), tensors,
-    ...                 source, device=None, dtype=None)
+    >>> source = Path("sae.safetensors")   # only named in error messages
+    >>> tensors = {"W_enc": torch.zeros(8, 32), "W_dec": torch.zeros(32, 8),
+    ...            "b_enc": torch.zeros(32), "b_dec": torch.zeros(8)}
+    >>> cfg = sae_config(source, d_in=8, d_sae=32, hook_name="blocks.0.hook_resid_post")
+    >>> build_sae(cfg, tensors, source, device=None, dtype=None).W_enc.shape
+    torch.Size([8, 32])
 """
 
 from __future__ import annotations

@@ -2,7 +2,12 @@
 name the file.
 
 Example:
-    >>> read_json(Path("sae/cfg.json"))["d_sae"]
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp(), "cfg.json")
+    >>> _ = path.write_text('{"d_sae": 1024')   # a brace short
+    >>> read_json(path)
+    Traceback (most recent call last):
+    interp.sae.formats.files.SAEFormatError: .../cfg.json: not readable JSON (...).
 """
 
 from __future__ import annotations

@@ -3,7 +3,15 @@
 Hugging Face hook paths; transcoders with an affine skip connection).
 
 Example:
-    >>> load_gemma_scope_1(Path("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59"))
+    >>> import tempfile, numpy as np
+    >>> folder = Path(tempfile.mkdtemp(),
+    ...               "gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+    >>> folder.mkdir(parents=True)   # a tiny stand-in for the hub's folder: d_in 8, d_sae 32
+    >>> np.savez(folder / "params.npz", W_enc=np.zeros((8, 32), "f4"),
+    ...          W_dec=np.zeros((32, 8), "f4"), b_enc=np.zeros(32, "f4"),
+    ...          b_dec=np.zeros(8, "f4"), threshold=np.zeros(32, "f4"))
+    >>> load_gemma_scope_1(folder).cfg.hook_name   # the hook from the path's -res and layer_3
+    'blocks.3.hook_resid_post'
 """
 
 from __future__ import annotations

@@ -2,7 +2,18 @@
 SAEs and transcoders with a scalar threshold and dataset-norm input scaling, folded in.
 
 Example:
-    >>> load_llama_scope(Path("Llama3_1-8B-Base-L15R-8x"))
+    >>> import json, tempfile
+    >>> from safetensors.torch import save_file
+    >>> folder = Path(tempfile.mkdtemp())   # a tiny stand-in: d_model 8, d_sae 32
+    >>> (folder / "checkpoints").mkdir()
+    >>> _ = (folder / "hyperparams.json").write_text(json.dumps({"d_model": 8, "d_sae": 32,
+    ...     "hook_point_in": "blocks.15.hook_resid_post", "jump_relu_threshold": 0.1}))
+    >>> save_file({"encoder.weight": torch.zeros(32, 8), "encoder.bias": torch.zeros(32),
+    ...            "decoder.weight": torch.zeros(8, 32), "decoder.bias": torch.zeros(8)},
+    ...           folder / "checkpoints" / "final.safetensors")
+    >>> sae = load_llama_scope(folder)
+    >>> sae.cfg.architecture, sae.cfg.hook_name, sae.threshold[0].item()   # scalar threshold
+    ('jumprelu', 'blocks.15.hook_resid_post', 0.1)
 """
 
 from __future__ import annotations

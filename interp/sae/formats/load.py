@@ -2,7 +2,14 @@
 and fetching a folder from the Hugging Face hub (offline when it is cached).
 
 Example:
-    >>> detect_format(Path("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59"))
+    >>> import tempfile, numpy as np
+    >>> folder = Path(tempfile.mkdtemp(),
+    ...               "gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+    >>> folder.mkdir(parents=True)   # a tiny stand-in for the hub's folder: d_in 8, d_sae 32
+    >>> np.savez(folder / "params.npz", W_enc=np.zeros((8, 32), "f4"),
+    ...          W_dec=np.zeros((32, 8), "f4"), b_enc=np.zeros(32, "f4"),
+    ...          b_dec=np.zeros(8, "f4"), threshold=np.zeros(32, "f4"))
+    >>> detect_format(folder)   # from the files it holds: params.npz
     'gemma_scope_1'
 """
 
@@ -64,7 +71,14 @@ def load_sae_folder(
     ``overrides`` set config fields the files lack or get wrong (``hook_name=...``).
 
     Example:
-        >>> sae = load_sae_folder("gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+        >>> import tempfile, numpy as np
+        >>> folder = Path(tempfile.mkdtemp(),
+        ...               "gemma-scope-2b-pt-res/layer_3/width_16k/average_l0_59")
+        >>> folder.mkdir(parents=True)   # a tiny stand-in: d_in 8, d_sae 32
+        >>> np.savez(folder / "params.npz", W_enc=np.zeros((8, 32), "f4"),
+        ...          W_dec=np.zeros((32, 8), "f4"), b_enc=np.zeros(32, "f4"),
+        ...          b_dec=np.zeros(8, "f4"), threshold=np.zeros(32, "f4"))
+        >>> sae = load_sae_folder(folder)
         >>> sae.cfg.hook_name
         'blocks.3.hook_resid_post'
     """

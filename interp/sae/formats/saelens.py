@@ -2,8 +2,12 @@
 and pre-6.0 (flat, renamed fields) configs, and writing 6.x.
 
 Example:
-    >>> sae = load_saelens(Path("my_sae"))
-    >>> save_saelens(sae, "copy_of_my_sae")
+    >>> import tempfile
+    >>> folder = save_saelens(interp.load_sae("shakespeare-char-resid-l1"), tempfile.mkdtemp())
+    >>> sorted(path.name for path in folder.iterdir())
+    ['cfg.json', 'sae_weights.safetensors']
+    >>> load_saelens(folder).cfg.d_sae
+    1024
 """
 
 from __future__ import annotations

@@ -2,7 +2,17 @@
 transcoders; the folder's name is the Hugging Face module it reads.
 
 Example:
-    >>> load_sparsify(Path("sae-pythia-70m/layers.3"))
+    >>> import json, tempfile
+    >>> from safetensors.torch import save_file
+    >>> folder = Path(tempfile.mkdtemp(), "layers.3")   # named after the HF module it reads
+    >>> folder.mkdir()
+    >>> _ = (folder / "cfg.json").write_text(json.dumps({"k": 4}))
+    >>> save_file({"encoder.weight": torch.zeros(32, 8), "encoder.bias": torch.zeros(32),
+    ...            "W_dec": torch.zeros(32, 8), "b_dec": torch.zeros(8)},
+    ...           folder / "sae.safetensors")
+    >>> sae = load_sparsify(folder)
+    >>> sae.cfg.hook_name, sae.cfg.architecture, sae.cfg.k
+    ('blocks.3.hook_resid_post', 'topk', 4)
 """
 
 from __future__ import annotations
