@@ -218,5 +218,7 @@ def _choose(pick: tuple[Tensor, ...], running: Tensor, fresh: Tensor, fill: Any)
 
 
 def _expand(index: Tensor, like: Tensor) -> Tensor:
-    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes."""
-    return index.reshape(*index.shape, *([1] * (like.ndim - 2))).expand_as(like)
+    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes: [d_sae, k, *like[2:]]
+    (``like`` may have fewer than ``k`` columns: a batch of fewer tokens than ``k``)."""
+    trailing = like.shape[2:]
+    return index.reshape(*index.shape, *([1] * len(trailing))).expand(*index.shape, *trailing)
