@@ -59,12 +59,14 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         self._context_levels: dict[int, int] = {}  # thread -> hooks() contexts it is inside
 
     def setup(self) -> None:
-        """Name every hook point after its module path; call at the end of ``__init__``."""
+        """Name every submodule after its path, as TransformerLens does
+        (``model.blocks[0].attn.name == "blocks.0.attn"``), and find the hook points; call
+        at the end of ``__init__`` and after replacing a submodule."""
         self.mod_dict = {name: module for name, module in self.named_modules() if name}
         self.hook_dict = {}
         for name, module in self.mod_dict.items():
+            module.name = name
             if isinstance(module, HookPoint):
-                module.name = name
                 self.hook_dict[name] = module
 
     def hook_points(self) -> list[HookPoint]:
