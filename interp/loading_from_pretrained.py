@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp.components.tl_buffers import weights_state_dict
 from interp.config import HookedTransformerConfig
 from interp.loading.model_names import (
     DEFAULT_MODEL_ALIASES,
@@ -68,4 +69,4 @@ def get_pretrained_state_dict(
     if not Path(name).exists() and hf_model is None:
         name = get_official_model_name(name)
     model = load_pretrained(name, dtype=kwargs.pop("torch_dtype", dtype), hf_model=hf_model)
-    return model.state_dict()
+    return weights_state_dict(model)  # the weights, as TL converts them (no attention buffers)

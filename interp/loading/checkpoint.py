@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp.components.tl_buffers import weights_state_dict
 from interp.config import HookedTransformerConfig
 from interp.devices import check_device
 from interp.loading.model_class import model_class
@@ -434,7 +435,7 @@ def build_model(
             model = model_class()(cfg, tokenizer=tokenizer)
     finally:
         cfg.seed = seed
-    expected = {name: tuple(param.shape) for name, param in model.state_dict().items()}
+    expected = {name: tuple(t.shape) for name, t in weights_state_dict(model).items()}
     check_names_and_shapes({name: tuple(t.shape) for name, t in placed.items()}, expected, what)
     model.load_state_dict(placed, strict=True, assign=True)
     cfg.device = str(device)

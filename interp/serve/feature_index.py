@@ -26,6 +26,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.components.tl_buffers import weights_state_dict
+
 FORMAT = 2  # bump when what is stored changes
 LOGIT_TOKENS = 10  # promoted and suppressed tokens kept per feature (search, feature pages)
 
@@ -46,7 +48,7 @@ def _hash_tensors(digest: Any, tensors: dict[str, Tensor]) -> None:
 def index_key(model: Any, sae: Any, data: bytes, settings: dict[str, Any]) -> str:
     """The hash naming a cache file: model and SAE weights and configs, data, settings."""
     digest = hashlib.sha256(f"interp feature index {FORMAT}".encode())
-    _hash_tensors(digest, model.state_dict())
+    _hash_tensors(digest, weights_state_dict(model))
     digest.update(repr(model.cfg).encode())
     _hash_tensors(digest, sae.state_dict())
     digest.update(repr(sae.cfg).encode())
