@@ -27,7 +27,7 @@ from interp.loading.model_names import (
     get_official_model_name,
     make_model_alias_map,
 )
-from interp.loading.pretrained import load_pretrained
+from interp.loading.pretrained import check_model_name, load_pretrained
 from interp.loading.tl_config import (
     convert_hf_model_config,
     convert_neel_model_config,
@@ -65,6 +65,7 @@ def get_pretrained_state_dict(
         >>> state_dict["blocks.0.mlp.W_in"].shape
         torch.Size([512, 2048])
     """
+    check_model_name(official_model_name, "get_pretrained_state_dict")
     name = official_model_name
     if not Path(name).exists() and hf_model is None:
         name = get_official_model_name(name)

@@ -5,6 +5,7 @@ with TransformerLens's weight processing."""
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from pathlib import Path
@@ -36,6 +37,25 @@ __all__ = ["MODEL_ALIASES", "OFFICIAL_MODEL_NAMES", "get_official_model_name", "
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
+def check_model_name(name_or_path: Any, call: str) -> None:
+    """Raise TypeError, naming what ``call`` takes, unless ``name_or_path`` is a model name
+    or a path (a model object passed there would otherwise be read as a file name)."""
+    if isinstance(name_or_path, (str, os.PathLike)):
+        return
+    got = type(name_or_path).__name__
+    hint = ""
+    if isinstance(name_or_path, torch.nn.Module):
+        name = getattr(name_or_path, "name_or_path", None) or "gpt2"
+        hint = (
+            " A Hugging Face model object goes in hf_model=, with its name first: "
+            f"HookedTransformer.from_pretrained({name!r}, hf_model=model)."
+        )
+    raise TypeError(
+        f"{call} takes a model name (e.g. 'gpt2') or a folder path as its first argument, "
+        f"got a {got} object.{hint}"
+    )
+
+
 def load_pretrained(
     name_or_path: str | Path,
     device: torch.device | str | None = None,
@@ -63,6 +83,7 @@ def load_pretrained(
     Example:
         >>> model = load_pretrained("gpt2-small", device="cuda", dtype=torch.bfloat16)
     """
+    check_model_name(name_or_path, "from_pretrained")
     if hf_model is not None:
         model = from_hf_model(hf_model, tokenizer=_hf_model_tokenizer(hf_model, tokenizer))
         model.cfg.dtype = resolve_dtype(dtype, model.cfg.dtype)

@@ -55,6 +55,12 @@ def load_model(
 
 def _model_folder(name: str) -> Path:
     names = list_models()
+    if not isinstance(name, str):
+        raise TypeError(
+            f"load_model takes a shipped model's name (one of {names}), got a "
+            f"{type(name).__name__} object; a Hugging Face model object loads with "
+            "HookedTransformer.from_pretrained(name, hf_model=model)."
+        )
     if name not in names:
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""

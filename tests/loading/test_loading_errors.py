@@ -20,6 +20,7 @@ from interp import HookedTransformer
 from interp.loading.checkpoint import MODEL_DTYPES, CheckpointError, non_finite_values
 from interp.loading.native import load_native
 from interp.loading.transformer_lens import load_transformer_lens_state_dict
+from interp.loading_from_pretrained import get_pretrained_state_dict
 from interp.viz.report_data import analyse_prompt, prompt_tokens
 from tests.conftest import make_hf_gpt2
 from tests.loading.test_families_parity import saved, tokens
@@ -543,3 +544,17 @@ def test_interp_report_with_a_prompt_longer_than_the_context_is_a_usage_error(tm
     assert err.startswith("usage: interp report")
     assert f"is {model.cfg.n_ctx + 1} tokens, longer than the context of attn-only-2l" in err
     assert not out.exists()
+
+
+def test_a_model_object_instead_of_a_name_is_a_type_error_naming_hf_model():
+    hf_model = make_hf_gpt2()
+    calls = [
+        lambda: HookedTransformer.from_pretrained(hf_model),
+        lambda: HookedTransformer.from_pretrained_no_processing(hf_model),
+        lambda: get_pretrained_state_dict(hf_model, None),
+    ]
+    for call in calls:  # not "File name too long": the object's repr read as a path
+        with pytest.raises(TypeError, match=r"a model name .* or a folder path.*hf_model="):
+            call()
+    with pytest.raises(TypeError, match=r"load_model takes a shipped model's name.*hf_model="):
+        interp.load_model(hf_model)
