@@ -29,6 +29,7 @@ from interp.hooks.hook_point import (
     HookFn,
     HookPoint,
     check_direction,
+    check_flag,
     check_level,
 )
 from interp.hooks.names import HookName, HookNamesMixin, NamesFilter, check_hook_pairs
@@ -121,6 +122,7 @@ class HookedRootModule(HookNamesMixin, nn.Module):
     ) -> None:
         """Remove this thread's hooks (only those of context ``level`` if given)."""
         check_direction(direction, "direction", allow_both=True)
+        check_flag(including_permanent, "including_permanent")
         check_level(level)
         for hook_point in self.hook_dict.values():
             hook_point.remove_hooks(direction, including_permanent, level)
@@ -138,7 +140,9 @@ class HookedRootModule(HookNamesMixin, nn.Module):
     ) -> None:
         """Remove every hook (permanent ones too if ``including_permanent``) and empty each
         hook point's ``ctx``; another thread's context hooks stay (its context removes them)."""
-        check_direction(direction, "direction", allow_both=True)  # before anything changes
+        check_flag(clear_contexts, "clear_contexts")  # every argument before anything changes
+        check_direction(direction, "direction", allow_both=True)
+        check_flag(including_permanent, "including_permanent")
         check_level(level)
         if clear_contexts:
             self.clear_contexts()
@@ -163,6 +167,8 @@ class HookedRootModule(HookNamesMixin, nn.Module):
             >>> with model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", lambda z, hook: z * 0)]):
             ...     ablated_logits = model(tokens)
         """
+        check_flag(reset_hooks_end, "reset_hooks_end")
+        check_flag(clear_contexts, "clear_contexts")
         pairs = [("fwd", *pair) for pair in check_hook_pairs("fwd_hooks", fwd_hooks)]
         pairs += [("bwd", *pair) for pair in check_hook_pairs("bwd_hooks", bwd_hooks)]
         targets = [(direction, self._points_named(name), fn) for direction, name, fn in pairs]
