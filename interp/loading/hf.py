@@ -57,6 +57,15 @@ _REQUIRED_HF_FIELDS = {
 }
 
 
+GPT2_VOCAB_SIZE = 50257
+
+
+def fits_gpt2_tokenizer(vocab_size: int | None) -> bool:
+    """Whether GPT-2's tokenizer can stand in for a GPT-2 checkpoint's missing one: every id
+    it produces is in the model's vocabulary (50,257, or padded beyond as nanoGPT's 50,304)."""
+    return vocab_size is None or vocab_size >= GPT2_VOCAB_SIZE
+
+
 def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     """The config of a Hugging Face ``GPT2Config`` (or its dict), refusing unsupported options
     and naming any field that is missing, null or of the wrong type.
@@ -108,7 +117,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
         act_fn=activation({"activation_function": "gelu_new"} | values, "activation_function"),
         eps=positive_number({"layer_norm_epsilon": 1e-5} | values, "layer_norm_epsilon", 1e-5),
         model_name=values.get("_name_or_path") or "gpt2",
-        tokenizer_name="gpt2",
+        tokenizer_name="gpt2" if fits_gpt2_tokenizer(values["vocab_size"]) else None,
     )
     cfg.update(overrides)
     return HookedTransformerConfig(**cfg)
@@ -320,10 +329,21 @@ def _shard_paths(index_path: Path) -> list[Path]:
     return paths
 
 
-def folder_tokenizer(folder: Path, gpt2_fallback: bool = True) -> Any:
+def folder_tokenizer(
+    folder: Path, gpt2_fallback: bool = True, vocab_size: int | None = None
+) -> Any:
     """The Hugging Face tokenizer saved in a checkpoint folder; without one, the offline
-    GPT-2 tokenizer (``gpt2_fallback``, for GPT-2 checkpoints) or None."""
+    GPT-2 tokenizer (``gpt2_fallback``, for GPT-2 checkpoints whose ``vocab_size`` holds
+    GPT-2's 50,257 tokens) or None (with a warning when the vocabulary is not GPT-2's)."""
     if not any((folder / name).is_file() for name in HF_TOKENIZER_FILES):
+        if gpt2_fallback and not fits_gpt2_tokenizer(vocab_size):
+            warnings.warn(
+                f"{printable(folder)} has no tokenizer files and its {vocab_size}-token "
+                f"vocabulary is not GPT-2's ({GPT2_VOCAB_SIZE}): the model has no tokenizer. "
+                "Run it on token ids, or pass tokenizer=... (one of its vocabulary).",
+                stacklevel=3,
+            )
+            return None
         return get_tokenizer("gpt2") if gpt2_fallback else None
     try:
         return tokenizer_from_folder(folder)
@@ -380,7 +400,7 @@ def load_hf_folder(
         source, rows = family.checked_source(weights, cfg, hf_config, what)
         tensors = iter_tensors(source, rows)
     if tokenizer is None:
-        tokenizer = folder_tokenizer(folder, gpt2_fallback=is_gpt2(hf_config))
+        tokenizer = folder_tokenizer(folder, is_gpt2(hf_config), cfg.d_vocab)
     model = build_model(cfg, tensors, tokenizer, device, printable(folder), fresh=True)
     weights.warn_non_finite(what)
     return model

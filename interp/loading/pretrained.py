@@ -15,7 +15,13 @@ import torch
 
 from interp.devices import check_device
 from interp.loading.checkpoint import printable, read_config_json, resolve_dtype
-from interp.loading.hf import download_from_hub, folder_tokenizer, from_hf_model, load_hf_folder
+from interp.loading.hf import (
+    download_from_hub,
+    fits_gpt2_tokenizer,
+    folder_tokenizer,
+    from_hf_model,
+    load_hf_folder,
+)
 from interp.loading.model_names import (
     MODEL_ALIASES,
     OFFICIAL_MODEL_NAMES,
@@ -134,8 +140,8 @@ def _hf_model_tokenizer(hf_model: Any, tokenizer: Any) -> Any:
     GPT-2's for GPT-2, else its folder's (None when it was not loaded from a folder)."""
     if tokenizer is not None:
         return tokenizer
-    if hf_model.config.model_type == "gpt2":
-        return "gpt2"
+    if hf_model.config.model_type == "gpt2":  # GPT-2's, when its ids fit the vocabulary
+        return "gpt2" if fits_gpt2_tokenizer(hf_model.config.vocab_size) else None
     name = getattr(hf_model, "name_or_path", "")
     return (
         folder_tokenizer(Path(name), gpt2_fallback=False) if name and Path(name).is_dir() else None

@@ -26,6 +26,7 @@ from tests.conftest import make_hf_gpt2
 from tests.loading.test_families_parity import saved, tokens
 from tests.loading.test_loading_families import write_tokenizer
 from tests.loading.test_loading_nanogpt import nanogpt_hf, train_py_checkpoint
+from tests.support.tolerances import model_tolerance
 
 
 def edit_config(folder: Path, edit) -> Path:
@@ -558,3 +559,20 @@ def test_a_model_object_instead_of_a_name_is_a_type_error_naming_hf_model():
             call()
     with pytest.raises(TypeError, match=r"load_model takes a shipped model's name.*hf_model="):
         interp.load_model(hf_model)
+
+
+def test_a_gpt2_folder_whose_vocabulary_is_not_gpt2s_gets_no_tokenizer(tmp_path):
+    hf_model = make_hf_gpt2(vocab_size=97)
+    hf_model.save_pretrained(tmp_path)  # no tokenizer files
+    with pytest.warns(UserWarning, match=r"97-token vocabulary is not GPT-2's.*no tokenizer"):
+        model = HookedTransformer.from_pretrained_no_processing(str(tmp_path))
+    assert model.tokenizer is None and model.cfg.tokenizer_name is None
+    in_memory = HookedTransformer.from_pretrained_no_processing("gpt2", hf_model=hf_model)
+    assert in_memory.tokenizer is None
+    tokens = torch.tensor([[0, 5, 96]])
+    with torch.no_grad():
+        expected = hf_model(tokens).logits
+        torch.testing.assert_close(model(tokens), expected, **model_tolerance(model.cfg, expected))
+    for text_call in (lambda: model("ROMEO:"), lambda: model.to_tokens("ROMEO:")):
+        with pytest.raises(ValueError, match=r"no tokenizer.*token ids \(0\.\.96\).*tokenizer="):
+            text_call()
