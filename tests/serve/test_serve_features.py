@@ -210,6 +210,8 @@ def test_steering_errors_name_the_bad_value(client, model):
             "the direction has 1 numbers",
         ),
     ]
+    overflow = {"target": "feature", "feature": 3, "mode": "clamp", "value": 1e30}
+    bad.append((overflow, "Steering with clamp 1e+30 makes the logits non-finite"))
     for edit, message in bad:
         code, error = post(client, "steer", model=CHAR, prompt=PROMPT, edits=[edit])
         assert code == 422 and message in error["error"], error
