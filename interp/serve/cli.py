@@ -149,7 +149,7 @@ def feature_indexes(
     for name, sae in saes.items():
         try:
             index = FeatureIndex.build(
-                models[name], sae, data, cache_dir=cache_dir, max_tokens=max_tokens
+                models[name], sae, data, cache_dir=cache_dir, max_tokens=max_tokens, progress=True
             )
         except (OSError, UnicodeDecodeError, ValueError) as error:
             raise UsageError(f"--data {data!r} cannot be used: {error}") from error

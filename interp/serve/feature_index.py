@@ -83,9 +83,11 @@ class FeatureIndex:
         seq_len: int | None = None,
         max_tokens: int | None = None,
         batch_size: int = 32,
+        progress: bool = False,
     ) -> FeatureIndex:
         """Read the index from ``cache_dir`` (default ``default_cache_dir()``) or compute it
-        over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there."""
+        over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there;
+        ``progress`` shows a progress bar while it mines."""
         from interp.sae.features import (
             FeatureStats,
             text_windows,
@@ -107,7 +109,7 @@ class FeatureIndex:
         windows = text_windows(model, text, seq_len)
         if max_tokens:
             windows = windows[: max(1, max_tokens // windows.shape[1])]
-        stats = top_activations(model, sae, windows, k=k, batch_size=batch_size)
+        stats = top_activations(model, sae, windows, k=k, batch_size=batch_size, progress=progress)
         up, down = top_logit_tokens(model, sae, k=LOGIT_TOKENS)  # [d_sae, LOGIT_TOKENS]
         context_text = [
             "\n".join("".join(c["tokens"]) for c in stats.contexts(f, model.tokenizer)).lower()
