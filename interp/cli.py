@@ -28,6 +28,7 @@ from interp.circuits.cli import add_parser as add_graph_parser
 from interp.cli_support import CommandError, Parser, UsageError, run_command, terminal_text
 from interp.harvest.cli import add_parser as add_harvest_parser
 from interp.model import HookedTransformer
+from interp.models import shipped_text_path
 from interp.models.by_name import load_named_model
 from interp.sae.cli import add_parser as add_features_parser
 from interp.sae.cli import add_report_arguments, report_sections
@@ -282,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that run forward after forward: run as the program (``interp ...``, argv from the
 # command line), the process is theirs, so glibc keeps the memory they free.
 MANY_FORWARDS = ("demo", "serve", "harvest")
+# The options that read a text file (.txt or .txt.gz), which also take a shipped text's name
+# (interp.models.SHIPPED_TEXTS). interp harvest's --data reads other formats: not among them.
+DATA_OPTIONS = ("data", "contexts_data", "sae_data")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -296,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.parser.error("--answer and --wrong-answer need --corrupted")
     if args.command == "report" and args.sae_data and not args.sae:
         args.parser.error("--sae-data needs --sae")
+    for option in DATA_OPTIONS:  # a shipped text by name ("tinyshakespeare"): its file
+        if args.command != "harvest" and isinstance(getattr(args, option, None), str):
+            setattr(args, option, shipped_text_path(getattr(args, option)))
     if argv is None and args.command in MANY_FORWARDS:
         keep_freed_memory()  # the process is this command's own (see interp.utils.malloc_tuning)
     return run_command(args)
