@@ -278,7 +278,7 @@ def test_the_viewer_is_told_per_layer_from_cross_layer_transcoders(kind):
     circuit-tracer's does): the extras say which, so the viewer names features right."""
     from interp.circuits import ReplacementModel
     from interp.circuits.view import feature_extras, transcoder_kind
-    from tests.test_circuits import tiny_clt, tiny_model, tiny_transcoders
+    from tests.circuits.test_circuits import tiny_clt, tiny_model, tiny_transcoders
 
     torch.manual_seed(0)
     transcoders = tiny_clt("llama", True) if kind == "clt" else tiny_transcoders("llama", True)

@@ -12,7 +12,7 @@ import torch
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.sae import SAE, HookedSAETransformer, SAEConfig
 
-HERE = Path(__file__).resolve().parent / "tl218_reference" / "state_dicts"
+HERE = Path(__file__).resolve().parents[1] / "tl218_reference" / "state_dicts"
 INDEX = json.loads((HERE / "state_dicts.json").read_text())
 MODELS = sorted(INDEX["models"])
 TOKENS = torch.tensor(INDEX["tokens"])

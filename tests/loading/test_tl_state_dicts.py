@@ -15,9 +15,9 @@ from safetensors.torch import load_file
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.components.tl_buffers import MAX_N_CTX, weights_state_dict
 from interp.loading.transformer_lens import load_transformer_lens_state_dict
-from tests.tolerances import model_tolerance, tolerance
+from tests.support.tolerances import model_tolerance, tolerance
 
-HERE = Path(__file__).resolve().parent / "tl218_reference" / "state_dicts"
+HERE = Path(__file__).resolve().parents[1] / "tl218_reference" / "state_dicts"
 INDEX = json.loads((HERE / "state_dicts.json").read_text())
 MODELS = sorted(INDEX["models"])
 TOKENS = torch.tensor(INDEX["tokens"])
