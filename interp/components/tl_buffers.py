@@ -161,6 +161,18 @@ def weights_state_dict(model: nn.Module) -> dict[str, Tensor]:
         return model.state_dict()
 
 
+def tl_buffer_keys(model: nn.Module) -> set[str]:
+    """The state-dict keys of every TransformerLens attention buffer ``model`` may hold."""
+    from interp.components.attention import Attention
+
+    return {
+        f"{path}.{name}" if path else name
+        for path, module in model.named_modules()
+        if isinstance(module, Attention)
+        for name in TL_BUFFERS
+    }
+
+
 def check_model_tl_buffers(model: nn.Module, state_dict: Mapping[str, Any]) -> None:
     """``check_tl_buffers`` for every attention layer of ``model``."""
     from interp.components.attention import Attention

@@ -133,3 +133,16 @@ def test_long_contexts_hold_no_buffers_and_weights_state_dict_never_does():
     buffers = ("mask", "IGNORE", "rotary_sin", "rotary_cos")
     assert not any(key.rsplit(".", 1)[-1] in buffers for key in weights)
     assert set(weights) < set(short.state_dict())
+
+
+def test_build_model_takes_a_state_dict_with_the_buffers_and_checks_them():
+    from interp.loading.checkpoint import CheckpointError, build_model
+
+    reference = tl_state_dict("local_rotary")
+    built = build_model(config("local_rotary"), reference.items())  # as model.state_dict() is
+    model = HookedTransformer(config("local_rotary"))
+    model.load_state_dict(reference)
+    assert same_weights(built, model)
+    reference["blocks.0.attn.mask"] = torch.ones(12, 12, dtype=torch.bool)
+    with pytest.raises(CheckpointError, match=r"blocks\.0\.attn\.mask is not the causal"):
+        build_model(config("local_rotary"), reference.items())
