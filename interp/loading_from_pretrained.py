@@ -22,8 +22,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp.components.tl_buffers import weights_state_dict
 from interp.config import HookedTransformerConfig
-from interp.loading.pretrained import load_pretrained
+from interp.loading.pretrained import check_model_name, load_pretrained
 from interp.loading.transformer_lens import convert_neel_solu_old_weights
 from interp.loading.transformer_lens.config import (
     convert_hf_model_config,
@@ -83,9 +84,14 @@ def get_pretrained_state_dict(
         >>> state_dict["blocks.0.attn.W_Q"].shape   # [n_heads, d_model, d_head]
         torch.Size([2, 32, 16])
     """
+    check_model_name(official_model_name, "get_pretrained_state_dict")
     name = official_model_name
     if not Path(name).exists() and hf_model is None:
         name = get_official_model_name(name)
-    dtype = kwargs.pop("torch_dtype", dtype)
-    model = load_pretrained(name, dtype=dtype, hf_model=hf_model, model_class=HookedTransformer)
-    return model.state_dict()
+    model = load_pretrained(
+        name,
+        dtype=kwargs.pop("torch_dtype", dtype),
+        hf_model=hf_model,
+        model_class=HookedTransformer,
+    )
+    return weights_state_dict(model)  # the weights, as TL converts them (no attention buffers)

@@ -186,6 +186,14 @@ class ComponentStackMixin:
         d_mlp = self.model.cfg.d_mlp
         if d_mlp is None:
             raise ValueError("This model is attention-only: it has no MLP neurons.")
+        if self.model.cfg.num_experts:  # Mixtral, gpt-oss, ...: no layer-wide hook_post
+            raise ValueError(
+                "This model's MLPs are mixtures of experts: each expert has its own neurons "
+                "(blocks.L.mlp.experts.E.hook_post, weighted by the router), so a layer has no "
+                "neuron results to stack. Take each layer's MoE output as one component: "
+                "get_full_resid_decomposition(expand_neurons=False) or "
+                "decompose_resid(mode='mlp')."
+            )
         if isinstance(neuron_slice, Slice):
             neuron_slice = None if neuron_slice.mode == "identity" else neuron_slice.slice
         if isinstance(neuron_slice, tuple):

@@ -163,6 +163,12 @@ def top_contexts(
     return out
 
 
+def transcoder_kind(model: ReplacementModel) -> str:
+    """``"cross-layer"`` when layer 0's features write to more than one layer (a CLT),
+    else ``"per-layer"`` (one transcoder a layer, writing to its own layer)."""
+    return "cross-layer" if len(model.transcoders.writes_to(0)) > 1 else "per-layer"
+
+
 def _named(model: ReplacementModel, ids: torch.Tensor, values: torch.Tensor) -> list:
     tokenizer = model.tokenizer
     names = [tokenizer.decode([i]) if tokenizer is not None else str(i) for i in ids.tolist()]
@@ -177,9 +183,13 @@ def feature_extras(
 ) -> dict[str, Any]:
     """The viewer's extras for the features the graph JSON ``data`` shows: activations on
     the prompt (from ``graph``), decoder logit weights (from ``model``) and top contexts
-    (from ``model`` on token ``windows`` [n, seq])."""
+    (from ``model`` on token ``windows`` [n, seq]); with ``model``, ``"transcoder"``: the
+    kind of its transcoders (``transcoder_kind``), which the viewer names its features by."""
     features = shown_features(data)
     by_feature: dict[str, dict[str, Any]] = defaultdict(dict)
+    extras: dict[str, Any] = {}
+    if model is not None:  # the JSON calls every transcoder "cross layer transcoder"
+        extras["transcoder"] = transcoder_kind(model)
     if graph is not None:
         for key, activations in prompt_activations(graph, features).items():
             by_feature[key]["activations"] = activations
@@ -189,7 +199,7 @@ def feature_extras(
     if model is not None and windows is not None:
         for key, contexts in top_contexts(model, features, windows).items():
             by_feature[key]["contexts"] = contexts
-    return {"features": dict(by_feature)}
+    return extras | {"features": dict(by_feature)}
 
 
 def graph_view(

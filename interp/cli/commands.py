@@ -31,6 +31,7 @@ from interp.model import HookedTransformer
 from interp.sae.cli import add_parser as add_features_parser
 from interp.sae.cli import add_report_arguments, report_sections
 from interp.serve.cli import add_parser as add_serve_parser
+from interp.shipped import shipped_text_path
 from interp.shipped.by_name import load_named_model
 from interp.utils.malloc_tuning import keep_freed_memory
 from interp.viz.report_data import prompt_tokens
@@ -284,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that run forward after forward: run as the program (``interp ...``, argv from the
 # command line), the process is theirs, so glibc keeps the memory they free.
 MANY_FORWARDS = ("demo", "serve", "harvest")
+# The options that read a text file (.txt or .txt.gz), which also take a shipped text's name
+# (interp.shipped.SHIPPED_TEXTS). interp harvest's --data reads other formats: not among them.
+DATA_OPTIONS = ("data", "contexts_data", "sae_data")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -298,6 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.parser.error("--answer and --wrong-answer need --corrupted")
     if args.command == "report" and args.sae_data and not args.sae:
         args.parser.error("--sae-data needs --sae")
+    for option in DATA_OPTIONS:  # a shipped text by name ("tinyshakespeare"): its file
+        if args.command != "harvest" and isinstance(getattr(args, option, None), str):
+            setattr(args, option, shipped_text_path(getattr(args, option)))
     if argv is None and args.command in MANY_FORWARDS:
         keep_freed_memory()  # the process is this command's own (see interp.utils.malloc_tuning)
     return run_command(args)

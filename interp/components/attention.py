@@ -14,7 +14,7 @@ masked in place.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from interp.components.activations import affine, bias_is_skippable
 from interp.components.norms import RMSNorm
 from interp.components.rotary import RotaryEmbedding
+from interp.components.tl_buffers import check_tl_buffers, pop_tl_buffers, save_tl_buffers
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
 from interp.utils.tensors import get_offset_position_ids
@@ -140,6 +141,16 @@ class Attention(nn.Module):
             repeats = self.cfg.n_heads // self.n_key_value_heads
             return self._parameters[f"_{name}"].repeat_interleave(repeats, dim=0)
         return super().__getattr__(name)
+
+    # TransformerLens's buffers (mask, IGNORE, rotary_sin/cos) in state dicts: see tl_buffers.
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        save_tl_buffers(self, destination, prefix)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
+        check_tl_buffers(self, state_dict, prefix)
+        pop_tl_buffers(state_dict, prefix)  # the loader's own copy of the state dict
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def key_value_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``W_K``, ``b_K``, ``W_V``, ``b_V`` per key/value head (not expanded)."""

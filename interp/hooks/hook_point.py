@@ -47,6 +47,16 @@ def check_direction(value: object, argument: str = "dir", allow_both: bool = Fal
         )
 
 
+def check_flag(value: object, argument: str) -> None:
+    """Raise a TypeError naming ``value`` unless it is a bool (or 0 / 1): a string such as
+    ``reset_hooks("fwd")`` lands in the first flag, and would count as True."""
+    if not (isinstance(value, bool) or (isinstance(value, int) and value in (0, 1))):
+        hint = ""
+        if isinstance(value, str):
+            hint = " (a direction, 'fwd', 'bwd' or 'both', goes in direction=)"
+        raise TypeError(f"{argument}={value!r} is not a flag: pass True or False{hint}.")
+
+
 def check_level(level: object) -> None:
     """Raise a TypeError naming ``level`` unless it is None or an int >= 0 (a ``hooks()``
     nesting depth)."""

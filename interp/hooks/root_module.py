@@ -32,6 +32,7 @@ from interp.hooks.hook_point import (
     HookFn,
     HookPoint,
     check_direction,
+    check_flag,
     check_level,
 )
 from interp.hooks.names import HookName, HookNamesMixin, NamesFilter, check_hook_pairs
@@ -62,12 +63,14 @@ class HookedRootModule(HookNamesMixin, nn.Module):
         self._context_levels: dict[int, int] = {}  # thread -> hooks() contexts it is inside
 
     def setup(self) -> None:
-        """Name every hook point after its module path; call at the end of ``__init__``."""
+        """Name every submodule after its path, as TransformerLens does
+        (``model.blocks[0].attn.name == "blocks.0.attn"``), and find the hook points; call
+        at the end of ``__init__`` and after replacing a submodule."""
         self.mod_dict = {name: module for name, module in self.named_modules() if name}
         self.hook_dict = {}
         for name, module in self.mod_dict.items():
+            module.name = name
             if isinstance(module, HookPoint):
-                module.name = name
                 self.hook_dict[name] = module
 
     def hook_points(self) -> list[HookPoint]:
@@ -122,6 +125,7 @@ class HookedRootModule(HookNamesMixin, nn.Module):
     ) -> None:
         """Remove this thread's hooks (only those of context ``level`` if given)."""
         check_direction(direction, "direction", allow_both=True)
+        check_flag(including_permanent, "including_permanent")
         check_level(level)
         for hook_point in self.hook_dict.values():
             hook_point.remove_hooks(direction, including_permanent, level)
@@ -139,7 +143,9 @@ class HookedRootModule(HookNamesMixin, nn.Module):
     ) -> None:
         """Remove every hook (permanent ones too if ``including_permanent``) and empty each
         hook point's ``ctx``; another thread's context hooks stay (its context removes them)."""
-        check_direction(direction, "direction", allow_both=True)  # before anything changes
+        check_flag(clear_contexts, "clear_contexts")  # every argument before anything changes
+        check_direction(direction, "direction", allow_both=True)
+        check_flag(including_permanent, "including_permanent")
         check_level(level)
         if clear_contexts:
             self.clear_contexts()
@@ -166,6 +172,8 @@ class HookedRootModule(HookNamesMixin, nn.Module):
             >>> model.hook_dict["blocks.0.attn.hook_z"].fwd_hooks   # removed on leaving
             []
         """
+        check_flag(reset_hooks_end, "reset_hooks_end")
+        check_flag(clear_contexts, "clear_contexts")
         pairs = [("fwd", *pair) for pair in check_hook_pairs("fwd_hooks", fwd_hooks)]
         pairs += [("bwd", *pair) for pair in check_hook_pairs("bwd_hooks", bwd_hooks)]
         targets = [(direction, self._points_named(name), fn) for direction, name, fn in pairs]

@@ -26,6 +26,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from interp.components.tl_buffers import (
+    check_model_tl_buffers,
+    tl_buffer_keys,
+    weights_state_dict,
+)
 from interp.config import HookedTransformerConfig
 from interp.utils.devices import check_device
 from interp.utils.dtypes import parse_dtype
@@ -450,7 +455,6 @@ def build_model(
         (True, True)
     """
     device = check_device(device if device is not None else "cpu")
-    placed = {name: _placed(tensor, device, cfg.dtype, fresh) for name, tensor in tensors}
     # The meta device allocates nothing; seed and device only matter for real tensors.
     seed, cfg.seed, cfg.device = cfg.seed, None, None
     try:
@@ -458,7 +462,19 @@ def build_model(
             model = model_class(cfg, tokenizer=tokenizer)
     finally:
         cfg.seed = seed
-    expected = {name: tuple(param.shape) for name, param in model.state_dict().items()}
+    # TransformerLens's attention buffers (a model's state_dict() holds them) are checked,
+    # not placed: the model computes them.
+    buffer_keys, buffers, placed = tl_buffer_keys(model), {}, {}
+    for name, tensor in tensors:
+        if name in buffer_keys:
+            buffers[name] = tensor
+        else:
+            placed[name] = _placed(tensor, device, cfg.dtype, fresh)
+    try:
+        check_model_tl_buffers(model, buffers)
+    except ValueError as error:
+        raise CheckpointError(f"{what}: {error}") from None
+    expected = {name: tuple(t.shape) for name, t in weights_state_dict(model).items()}
     check_names_and_shapes({name: tuple(t.shape) for name, t in placed.items()}, expected, what)
     model.load_state_dict(placed, strict=True, assign=True)
     cfg.device = str(device)

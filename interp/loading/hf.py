@@ -24,6 +24,7 @@ from interp.loading.checkpoint import (
     resolve_dtype,
 )
 from interp.loading.families import family_for
+from interp.loading.families.gpt2 import GPT2_VOCAB_SIZE, fits_gpt2_tokenizer
 from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_folder
 from interp.loading.transformer_lens.model_names import MODEL_NAME_UNSTATED
 from interp.tokenizers import get_tokenizer
@@ -120,10 +121,21 @@ def _shard_paths(index_path: Path) -> list[Path]:
     return paths
 
 
-def folder_tokenizer(folder: Path, gpt2_fallback: bool = True) -> Any:
+def folder_tokenizer(
+    folder: Path, gpt2_fallback: bool = True, vocab_size: int | None = None
+) -> Any:
     """The Hugging Face tokenizer saved in a checkpoint folder; without one, the offline
-    GPT-2 tokenizer (``gpt2_fallback``, for GPT-2 checkpoints) or None."""
+    GPT-2 tokenizer (``gpt2_fallback``, for GPT-2 checkpoints whose ``vocab_size`` holds
+    GPT-2's 50,257 tokens) or None (with a warning when the vocabulary is not GPT-2's)."""
     if not any((folder / name).is_file() for name in HF_TOKENIZER_FILES):
+        if gpt2_fallback and not fits_gpt2_tokenizer(vocab_size):
+            warnings.warn(
+                f"{printable(folder)} has no tokenizer files and its {vocab_size}-token "
+                f"vocabulary is not GPT-2's ({GPT2_VOCAB_SIZE}): the model has no tokenizer. "
+                "Run it on token ids, or pass tokenizer=... (one of its vocabulary).",
+                stacklevel=3,
+            )
+            return None
         return get_tokenizer("gpt2") if gpt2_fallback else None
     try:
         return tokenizer_from_folder(folder)
@@ -191,7 +203,7 @@ def load_hf_folder(
     weights = hf_folder_source(folder)
     tensors = family.checked_tensors(weights, cfg, hf_config, what)
     if tokenizer is None:
-        tokenizer = folder_tokenizer(folder, gpt2_fallback=family.default_tokenizer == "gpt2")
+        tokenizer = folder_tokenizer(folder, family.default_tokenizer == "gpt2", cfg.d_vocab)
     model = build_model(
         cfg, tensors, tokenizer, device, printable(folder), fresh=True, model_class=model_class
     )

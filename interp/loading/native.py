@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from interp.components.tl_buffers import weights_state_dict
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
     CheckpointError,
@@ -53,7 +54,7 @@ def save_native(model: Any, folder: str | Path) -> Path:
     config.pop("device")
     config["tokenizer"] = tokenizer_to_dict(model.tokenizer)
     config["interp_format"] = FORMAT_VERSION
-    state_dict = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    state_dict = {name: tensor.contiguous() for name, tensor in weights_state_dict(model).items()}
     save_file(state_dict, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
     (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return folder
@@ -137,7 +138,7 @@ def load_native(
     # then take the saved tensors as they are, already on ``device``.
     cfg.device = None
     model = model_class(cfg, tokenizer=tokenizer)
-    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    expected = {name: tuple(t.shape) for name, t in weights_state_dict(model).items()}
     check_names_and_shapes(source.shapes, expected, printable(weights_path))
     state_dict = {name: source.take(name).to(device=device, dtype=cfg.dtype) for name in expected}
     model.load_state_dict(state_dict, assign=True)

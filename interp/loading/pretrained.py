@@ -5,6 +5,7 @@ with TransformerLens's weight processing."""
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from pathlib import Path
@@ -14,6 +15,7 @@ import torch
 from torch import nn
 
 from interp.loading.checkpoint import printable, read_config_json, resolve_dtype
+from interp.loading.families.gpt2 import fits_gpt2_tokenizer
 from interp.loading.hf import download_from_hub, folder_tokenizer, from_hf_model, load_hf_folder
 from interp.loading.processing import process_weights, skipped_steps
 from interp.loading.transformer_lens import (
@@ -35,6 +37,25 @@ __all__ = ["MODEL_ALIASES", "OFFICIAL_MODEL_NAMES", "get_official_model_name", "
 
 # owner/name or name, as the Hugging Face hub spells repo ids.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def check_model_name(name_or_path: Any, call: str) -> None:
+    """Raise TypeError, naming what ``call`` takes, unless ``name_or_path`` is a model name
+    or a path (a model object passed there would otherwise be read as a file name)."""
+    if isinstance(name_or_path, (str, os.PathLike)):
+        return
+    got = type(name_or_path).__name__
+    hint = ""
+    if isinstance(name_or_path, torch.nn.Module):
+        name = getattr(name_or_path, "name_or_path", None) or "gpt2"
+        hint = (
+            " A Hugging Face model object goes in hf_model=, with its name first: "
+            f"HookedTransformer.from_pretrained({name!r}, hf_model=model)."
+        )
+    raise TypeError(
+        f"{call} takes a model name (e.g. 'gpt2') or a folder path as its first argument, "
+        f"got a {got} object.{hint}"
+    )
 
 
 def load_pretrained(
@@ -75,6 +96,7 @@ def load_pretrained(
         >>> model.cfg.n_layers, model.cfg.dtype, model.cfg.d_vocab
         (1, torch.bfloat16, 50257)
     """
+    check_model_name(name_or_path, "from_pretrained")
     if hf_model is not None:
         tokenizer = _hf_model_tokenizer(hf_model, tokenizer)
         model = from_hf_model(hf_model, tokenizer=tokenizer, model_class=model_class)
@@ -138,8 +160,8 @@ def _hf_model_tokenizer(hf_model: Any, tokenizer: Any) -> Any:
     GPT-2's for GPT-2, else its folder's (None when it was not loaded from a folder)."""
     if tokenizer is not None:
         return tokenizer
-    if hf_model.config.model_type == "gpt2":
-        return "gpt2"
+    if hf_model.config.model_type == "gpt2":  # GPT-2's, when its ids fit the vocabulary
+        return "gpt2" if fits_gpt2_tokenizer(hf_model.config.vocab_size) else None
     name = getattr(hf_model, "name_or_path", "")
     return (
         folder_tokenizer(Path(name), gpt2_fallback=False) if name and Path(name).is_dir() else None

@@ -9,7 +9,7 @@ and the ``set_use_*`` switches (``opt_in_hooks``). The loss is ``loss``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import torch
@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from interp.cache.kv_cache import KeyValueCache
 from interp.components import Embed, PosEmbed, TransformerBlock, Unembed, make_norm
+from interp.components.tl_buffers import check_model_tl_buffers
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookedRootModule, HookPoint, NamesFilter
 from interp.model.constructors import ModelLoadingMixin
@@ -117,6 +118,20 @@ class HookedTransformer(
     @property
     def device(self) -> torch.device:
         return self.embed.W_E.device
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ):
+        """``nn.Module.load_state_dict``, which also takes TransformerLens 2.x's state dicts
+        as they are: their attention buffers (``mask``, ``IGNORE``, ``rotary_sin``,
+        ``rotary_cos``; see ``interp.components.tl_buffers``) are checked against what this
+        model computes, every layer's before any weight is copied, and then dropped.
+
+        Example:
+            >>> model.load_state_dict(torch.load("tl_checkpoint.pt"))   # strict, as in TL
+        """
+        check_model_tl_buffers(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     # ------------------------------------------------------------------------ forward
     def forward(

@@ -124,8 +124,10 @@ class TokenizationMixin:
     def _require_tokenizer(self) -> Any:
         if self.tokenizer is None:
             raise ValueError(
-                "This model has no tokenizer; pass token ids, or build it with "
-                "HookedTransformer(cfg, tokenizer=interp.get_tokenizer('gpt2'))."
+                f"This model has no tokenizer, so it cannot read text; pass token ids "
+                f"(0..{self.cfg.d_vocab - 1}), or give it a tokenizer of its "
+                f"{self.cfg.d_vocab}-token vocabulary: HookedTransformer.from_pretrained(..., "
+                "tokenizer=...) or HookedTransformer(cfg, tokenizer=...)."
             )
         return self.tokenizer
 

@@ -44,7 +44,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--sae", required=True, help="a shipped SAE name or an SAE folder (any supported format)"
     )
-    parser.add_argument("--data", required=True, help="a text file (.txt or .txt.gz)")
+    parser.add_argument(
+        "--data", required=True, help="a text file (.txt or .txt.gz), or tinyshakespeare"
+    )
     parser.add_argument("--out", required=True, type=Path, help="the folder to write pages to")
     parser.add_argument("--n-features", type=_positive, default=50, help="pages to write")
     parser.add_argument("--k", type=_positive, default=20, help="top contexts a feature")
@@ -77,8 +79,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sae-data",
-        help="a text file whose top-activating contexts the feature cards show (default: the "
-        "prompt itself)",
+        help="a text file (.txt or .txt.gz, or tinyshakespeare: the shipped text) whose "
+        "top-activating contexts the feature cards show (default: the prompt itself)",
     )
     add_allow_model_mismatch(parser)
 

@@ -2,7 +2,7 @@
 
 interp serve --model attn-only-2l [--model shakespeare-char] [--port 8000]
 interp serve --model path/to/checkpoint --host 0.0.0.0 --token SECRET
-interp serve --model shakespeare-char --sae shakespeare-char-resid-l1 --data input.txt
+interp serve --model shakespeare-char --sae shakespeare-char-resid-l1 --data tinyshakespeare
 interp serve --model shakespeare-char --graph graphs/romeo.json   (the viewer at /graph/romeo)
 """
 
@@ -52,9 +52,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     serve.add_argument(
         "--data",
         metavar="FILE",
-        help="a text file (.txt or .txt.gz) whose top-activating contexts, density and "
-        "histograms the feature browser (/features) shows for each --sae; computed once and "
-        "cached on disk",
+        help="a text file (.txt or .txt.gz), or tinyshakespeare (the shipped text), whose "
+        "top-activating contexts, density and histograms the feature browser (/features) shows "
+        "for each --sae; computed once and cached on disk",
     )
     serve.add_argument(
         "--cache-dir",
@@ -171,7 +171,7 @@ def feature_indexes(
     for name, sae in saes.items():
         try:
             index = FeatureIndex.build(
-                models[name], sae, data, cache_dir=cache_dir, max_tokens=max_tokens
+                models[name], sae, data, cache_dir=cache_dir, max_tokens=max_tokens, progress=True
             )
         except (OSError, UnicodeDecodeError, ValueError) as error:
             raise UsageError(f"--data {data!r} cannot be used: {error}") from error

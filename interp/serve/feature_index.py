@@ -34,6 +34,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.components.tl_buffers import weights_state_dict
+
 FORMAT = 2  # bump when what is stored changes
 LOGIT_TOKENS = 10  # promoted and suppressed tokens kept per feature (search, feature pages)
 
@@ -54,7 +56,7 @@ def _hash_tensors(digest: Any, tensors: dict[str, Tensor]) -> None:
 def index_key(model: Any, sae: Any, data: bytes, settings: dict[str, Any]) -> str:
     """The hash naming a cache file: model and SAE weights and configs, data, settings."""
     digest = hashlib.sha256(f"interp feature index {FORMAT}".encode())
-    _hash_tensors(digest, model.state_dict())
+    _hash_tensors(digest, weights_state_dict(model))
     digest.update(repr(model.cfg).encode())
     _hash_tensors(digest, sae.state_dict())
     digest.update(repr(sae.cfg).encode())
@@ -89,6 +91,7 @@ class FeatureIndex:
         seq_len: int | None = None,
         max_tokens: int | None = None,
         batch_size: int = 32,
+        progress: bool = False,
     ) -> FeatureIndex:
         """Read the index from ``cache_dir`` (default ``default_cache_dir()``) or compute it
         over the text file ``data_path`` (``.txt`` or ``.txt.gz``) and write it there.
@@ -102,6 +105,7 @@ class FeatureIndex:
             seq_len: the tokens in each context window (default: the model's ``n_ctx``).
             max_tokens: the most tokens used, in whole windows (default: all).
             batch_size: the windows in one forward pass.
+            progress: whether a progress bar shows while it mines.
         """
         from interp.sae.features import (
             FeatureStats,
@@ -124,7 +128,7 @@ class FeatureIndex:
         windows = text_windows(model, text, seq_len)
         if max_tokens:
             windows = windows[: max(1, max_tokens // windows.shape[1])]
-        stats = top_activations(model, sae, windows, k=k, batch_size=batch_size)
+        stats = top_activations(model, sae, windows, k=k, batch_size=batch_size, progress=progress)
         up, down = top_logit_tokens(model, sae, k=LOGIT_TOKENS)  # [d_sae, LOGIT_TOKENS]
         context_text = [
             "\n".join("".join(c["tokens"]) for c in stats.contexts(f, model.tokenizer)).lower()

@@ -322,6 +322,14 @@ def steer(worker: ModelWorker, body: SteerRequest) -> dict[str, Any]:
     with worker.lock:
         base_logits, base_new = greedy(worker.model, tokens, [], body.n_new)
         steered_logits, steered_new = greedy(worker.model, tokens, hooks, body.n_new)
+    if not torch.isfinite(steered_logits).all():  # e.g. a clamp of 1e30 overflows float32
+        values = ", ".join(f"{e.mode} {e.value:g}" for e in body.edits if e.mode != "ablate")
+        raise ApiError(
+            422,
+            f"Steering with {values or 'these edits'} makes the logits non-finite (the "
+            f"activations overflow {worker.model.cfg.dtype}); use a smaller value, e.g. within "
+            "a few times the feature's top activation.",
+        )
     decode = worker.model.tokenizer.decode
     diff = steered_logits - base_logits
     moved = diff.abs().topk(min(LOGITS, diff.shape[0])).indices

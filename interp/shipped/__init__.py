@@ -16,9 +16,26 @@ import torch
 from interp.loading.native import is_native_folder, load_native
 from interp.model import HookedTransformer
 
+# Texts shipped with the package, by the name the commands' data options take for them.
+SHIPPED_TEXTS = {"tinyshakespeare": "data/tinyshakespeare.txt.gz"}  # 1.1 MB, public domain
+
 
 def _models_folder() -> Path:
     return Path(str(resources.files("interp.shipped")))
+
+
+def shipped_text_path(name_or_path: str) -> str:
+    """The file a data option (``--data``, ``--contexts-data``, ``--sae-data``) names: a
+    shipped text's name (``SHIPPED_TEXTS``: ``"tinyshakespeare"``) is its gzip file inside
+    the package, unless a file of that name exists here; any other value is a path as given.
+
+    Example:
+        >>> shipped_text_path("tinyshakespeare")
+        '.../interp/shipped/data/tinyshakespeare.txt.gz'
+    """
+    if name_or_path in SHIPPED_TEXTS and not Path(name_or_path).exists():
+        return str(_models_folder() / SHIPPED_TEXTS[name_or_path])
+    return name_or_path
 
 
 def list_models() -> list[str]:
@@ -65,6 +82,12 @@ def load_model(
 
 def _model_folder(name: str) -> Path:
     names = list_models()
+    if not isinstance(name, str):
+        raise TypeError(
+            f"load_model takes a shipped model's name (one of {names}), got a "
+            f"{type(name).__name__} object; a Hugging Face model object loads with "
+            "HookedTransformer.from_pretrained(name, hf_model=model)."
+        )
     if name not in names:
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""

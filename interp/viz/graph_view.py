@@ -16,9 +16,13 @@ viewer keeps both nodes and tells their edges apart by what the file's order and
 allow (a target is never an error; a target's links are listed by source in graph order,
 features before errors; a source sits below its target), and says how many it could not.
 
-``extras`` (optional) adds what the JSON does not hold, by feature (``"{layer}_{feature}"``):
-``activations`` [[position, value], ...] on the prompt, ``promoted`` / ``suppressed``
-[[token, weight], ...] decoder logit weights and ``contexts`` [{tokens, acts, index}, ...].
+``extras`` (optional) adds what the JSON does not hold: ``transcoder``, ``"per-layer"`` or
+``"cross-layer"`` (the JSON's ``feature_type`` says "cross layer transcoder" for both; without
+it the viewer says "transcoder feature"), and ``features``, by feature
+(``"{layer}_{feature}"``): ``activations`` [[position, value], ...] on the prompt,
+``promoted`` / ``suppressed`` [[token, weight], ...] decoder logit weights and ``contexts``
+[{tokens, acts, index}, ...]. Logit nodes, which the JSON puts at layer n_layers + 1, are
+shown as the output.
 
 Example:
     >>> import json, tempfile

@@ -332,3 +332,26 @@ def test_cache_in_another_dtype():
     torch.testing.assert_close((attributions.sum() + bias).float(), logits[0, -1, 3], **within)
     with pytest.raises(ValueError, match=r"Block index 2 is out of range: pass 0..1"):
         cache.get_neuron_results(2)
+
+
+@pytest.mark.parametrize("moe", ["mixtral", "gpt_oss"])
+def test_moe_decomposition_takes_each_layers_moe_output_as_one_component(moe):
+    """A mixture of experts has no layer-wide neurons (each expert has its own): with
+    expand_neurons=False each layer's MoE output is one component, and the default names
+    that option instead of failing on a missing hook (TransformerLens: a KeyError)."""
+    gpt_oss = dict(experts_swiglu_limit=7.0, use_attn_sinks=True) if moe == "gpt_oss" else {}
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, d_vocab=D_VOCAB, n_ctx=16,
+        act_fn="silu", gated_mlp=True, normalization_type="RMS",
+        positional_embedding_type="rotary", rotary_dim=8, num_experts=4, experts_per_token=2,
+        seed=0, **gpt_oss,
+    )  # fmt: skip
+    model = HookedTransformer(cfg).eval()
+    _, cache = model.run_with_cache(torch.randint(0, D_VOCAB, (2, 6)))
+    stack, labels = cache.get_full_resid_decomposition(expand_neurons=False, return_labels=True)
+    assert labels == ["L0H0", "L0H1", "L1H0", "L1H1", "0_mlp_out", "1_mlp_out", "embed", "bias"]
+    torch.testing.assert_close(stack[4], cache["mlp_out", 0])
+    torch.testing.assert_close(stack.sum(0), cache["resid_post", 1], **sum_tolerance(stack))
+    for call in (cache.get_full_resid_decomposition, cache.stack_neuron_results):
+        with pytest.raises(ValueError, match=r"mixtures of experts.*expand_neurons=False"):
+            call()

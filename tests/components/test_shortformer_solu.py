@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from interp import HookedTransformerConfig
+from interp.components.tl_buffers import weights_state_dict
 from interp.loading.processing import process_weights, skipped_steps
 from interp.patching import get_act_patch_resid_pre
 from tests.support.tl218_components import CASES, case, close, model_of
@@ -122,7 +123,7 @@ def test_processing_a_solu_model_equals_transformer_lens(name):
     close(model(tokens).log_softmax(-1), expected["log_probs_before"], depth=8)
     model.process_weights_(fold_ln=True, center_writing_weights=True, center_unembed=True)
     assert model.cfg.normalization_type == CASES[f"processed_{name}"]["normalization_type"]
-    state = model.state_dict()
+    state = weights_state_dict(model)  # the fixture holds TL's parameters, not its buffers
     tl_state = {k.removeprefix("state."): v for k, v in expected.items() if k.startswith("state.")}
     assert sorted(state) == sorted(tl_state)
     for key, value in tl_state.items():

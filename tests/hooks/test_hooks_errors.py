@@ -85,3 +85,25 @@ def test_a_hook_that_is_not_callable_attaches_nothing(model):
         model.add_hook(lambda name: False, 3)
     assert state(model) == before
     model(torch.zeros(1, 3, dtype=torch.long))  # the model still runs
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda m: m.reset_hooks("sideways"), "clear_contexts='sideways'"),
+        (lambda m: m.reset_hooks("fwd"), r"clear_contexts='fwd'"),
+        (lambda m: m.reset_hooks(including_permanent="yes"), "including_permanent='yes'"),
+        (lambda m: m.remove_all_hook_fns(including_permanent=None), "including_permanent=None"),
+        (lambda m: m.hooks(reset_hooks_end="no").__enter__(), "reset_hooks_end='no'"),
+        (lambda m: m.run_with_hooks(torch.zeros(1, 2, dtype=torch.long), clear_contexts=[]),
+         r"clear_contexts=\[\]"),
+    ],
+)  # fmt: skip
+def test_a_flag_that_is_not_a_bool_names_it_and_changes_nothing(model, call, argument):
+    before = state(model)
+    with pytest.raises(TypeError, match=rf"{argument} is not a flag: pass True or False") as error:
+        call(model)
+    if "'" in argument:  # a string: perhaps a direction given in the wrong place
+        assert "goes in direction=" in str(error.value)
+    assert state(model) == before
+    assert model.context_level == 0

@@ -20,11 +20,13 @@ from interp import HookedTransformer
 from interp.loading.checkpoint import MODEL_DTYPES, CheckpointError, non_finite_values
 from interp.loading.native import load_native
 from interp.loading.transformer_lens import load_transformer_lens_state_dict
+from interp.loading_from_pretrained import get_pretrained_state_dict
 from interp.viz.report_data import analyse_prompt, prompt_tokens
 from tests.conftest import make_hf_gpt2
 from tests.loading.test_families_parity import saved, tokens
 from tests.loading.test_loading_families import write_tokenizer
 from tests.loading.test_loading_nanogpt import nanogpt_hf, train_py_checkpoint
+from tests.support.tolerances import model_tolerance
 
 
 def edit_config(folder: Path, edit) -> Path:
@@ -545,3 +547,34 @@ def test_interp_report_with_a_prompt_longer_than_the_context_is_a_usage_error(tm
     assert err.startswith("usage: interp report")
     assert f"is {model.cfg.n_ctx + 1} tokens, longer than the context of attn-only-2l" in err
     assert not out.exists()
+
+
+def test_a_model_object_instead_of_a_name_is_a_type_error_naming_hf_model():
+    hf_model = make_hf_gpt2()
+    calls = [
+        lambda: HookedTransformer.from_pretrained(hf_model),
+        lambda: HookedTransformer.from_pretrained_no_processing(hf_model),
+        lambda: get_pretrained_state_dict(hf_model, None),
+    ]
+    for call in calls:  # not "File name too long": the object's repr read as a path
+        with pytest.raises(TypeError, match=r"a model name .* or a folder path.*hf_model="):
+            call()
+    with pytest.raises(TypeError, match=r"load_model takes a shipped model's name.*hf_model="):
+        interp.load_model(hf_model)
+
+
+def test_a_gpt2_folder_whose_vocabulary_is_not_gpt2s_gets_no_tokenizer(tmp_path):
+    hf_model = make_hf_gpt2(vocab_size=97)
+    hf_model.save_pretrained(tmp_path)  # no tokenizer files
+    with pytest.warns(UserWarning, match=r"97-token vocabulary is not GPT-2's.*no tokenizer"):
+        model = HookedTransformer.from_pretrained_no_processing(str(tmp_path))
+    assert model.tokenizer is None and model.cfg.tokenizer_name is None
+    in_memory = HookedTransformer.from_pretrained_no_processing("gpt2", hf_model=hf_model)
+    assert in_memory.tokenizer is None
+    tokens = torch.tensor([[0, 5, 96]])
+    with torch.no_grad():
+        expected = hf_model(tokens).logits
+        torch.testing.assert_close(model(tokens), expected, **model_tolerance(model.cfg, expected))
+    for text_call in (lambda: model("ROMEO:"), lambda: model.to_tokens("ROMEO:")):
+        with pytest.raises(ValueError, match=r"no tokenizer.*token ids \(0\.\.96\).*tokenizer="):
+            text_call()

@@ -87,7 +87,7 @@ def test_every_part_of_the_package_is_in_a_layer():
     parts = {
         f"interp.{path.stem}"
         for path in package.iterdir()
-        if (path.suffix == ".py" and path.stem != "__init__")
+        if (path.suffix == ".py" and path.stem not in ("__init__", "__main__"))
         or (path.is_dir() and (path / "__init__.py").is_file())
     }
     assert parts <= named, sorted(parts - named)

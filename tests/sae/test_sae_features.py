@@ -116,6 +116,20 @@ def test_top_activations_with_fewer_tokens_than_k(model, windows):
     assert (stats.top_position[fired] >= 0).all() and (stats.top_position[~fired] == -1).all()
 
 
+def test_top_activations_on_batches_shorter_than_k(model, windows):
+    """A batch of fewer tokens than k (a 6-token prompt, k=10) merges its candidates into
+    the running top-k as a longer batch does."""
+    sae = random_sae(model.cfg.d_model, RESID)
+    short = windows[:4, :3]  # batches of one 3-token sequence, k = 5
+    stats = top_activations(model, sae, short, k=5, batch_size=1, left=2, right=1)
+    flat = feature_acts(model, sae, short).reshape(-1, sae.cfg.d_sae)  # [12, d_sae]
+    expected = flat.topk(5, dim=0).values.T.clamp(min=0)  # [d_sae, 5]
+    torch.testing.assert_close(stats.top_values, expected, **model_tolerance(model.cfg, expected))
+    assert ((stats.top_position >= 0) == (stats.top_values > 0)).all()
+    one = top_activations(model, sae, short[:1], k=10)  # fewer tokens than k altogether
+    assert one.top_values.shape == (sae.cfg.d_sae, 10) and (one.top_values[:, 3:] == 0).all()
+
+
 def test_contexts_are_readable(model, windows):
     sae = random_sae(model.cfg.d_model, RESID)
     stats = top_activations(model, sae, windows, k=3, left=4, right=1)

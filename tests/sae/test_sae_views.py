@@ -147,6 +147,14 @@ def test_interp_report_with_sae(tmp_path, capsys):
     assert exit_info.value.code == 2 and "--sae-data needs --sae" in capsys.readouterr().err
 
 
+def test_interp_report_with_sae_on_a_prompt_shorter_than_the_cards_top_k(tmp_path):
+    out = tmp_path / "report.html"
+    argv = ["report", "--model", "shakespeare-char", "--prompt", "ROMEO:", "--out", str(out)]
+    assert main([*argv, "--sae", SHIPPED]) == 0  # 6 tokens; each card keeps its top 10
+    page = out.read_text()
+    assert "<section id='sae'>" in page and re.search(r"id='sae-feature-\d+'", page)
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
 def test_feature_page_renders_in_chromium(tmp_path):

@@ -210,6 +210,8 @@ def test_steering_errors_name_the_bad_value(client, model):
             "the direction has 1 numbers",
         ),
     ]
+    overflow = {"target": "feature", "feature": 3, "mode": "clamp", "value": 1e30}
+    bad.append((overflow, "Steering with clamp 1e+30 makes the logits non-finite"))
     for edit, message in bad:
         code, error = post(client, "steer", model=CHAR, prompt=PROMPT, edits=[edit])
         assert code == 422 and message in error["error"], error
@@ -244,3 +246,16 @@ def test_serve_data_errors_name_the_fix(model, sae, tmp_path, capsys):
     with pytest.raises(UsageError, match="windows of 128"):
         feature_indexes({CHAR: model}, {CHAR: sae}, str(short), str(tmp_path), None)
     assert feature_indexes({CHAR: model}, {CHAR: sae}, None, None, None) == {}
+
+
+def test_serve_data_shows_a_progress_bar_while_it_mines(model, sae, data, tmp_path, capsys):
+    from interp.serve.cli import feature_indexes
+
+    # 4000 characters in windows of 128: 31 windows, one batch of 32
+    indexes = feature_indexes({CHAR: model}, {CHAR: sae}, str(data), str(tmp_path), None)
+    captured = capsys.readouterr()
+    assert "mining blocks.1.hook_resid_post: 100%" in captured.err and "1/1" in captured.err
+    assert "computed and cached in" in captured.out and not indexes[CHAR].from_cache
+    feature_indexes({CHAR: model}, {CHAR: sae}, str(data), str(tmp_path), None)
+    captured = capsys.readouterr()  # read from the cache: nothing to mine
+    assert "mining" not in captured.err and "read from" in captured.out

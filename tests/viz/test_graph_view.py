@@ -270,3 +270,20 @@ def test_batched_transcoder_activations_equal_get_activations(shape, kind):
         _, expected = replacement.get_activations(window[None])
         torch.testing.assert_close(acts, expected.to(acts.dtype), rtol=1e-5, atol=1e-5)
     assert batched[:, :, 0].abs().max() == 0 and batched.abs().max() > 0
+
+
+@pytest.mark.parametrize("kind", ["set", "clt"])
+def test_the_viewer_is_told_per_layer_from_cross_layer_transcoders(kind):
+    """create_graph_files's JSON says "cross layer transcoder" for both kinds (as
+    circuit-tracer's does): the extras say which, so the viewer names features right."""
+    from interp.circuits import ReplacementModel
+    from interp.circuits.view import feature_extras, transcoder_kind
+    from tests.circuits.test_circuits import tiny_clt, tiny_model, tiny_transcoders
+
+    torch.manual_seed(0)
+    transcoders = tiny_clt("llama", True) if kind == "clt" else tiny_transcoders("llama", True)
+    replacement = ReplacementModel.from_model(tiny_model("llama"), transcoders)
+    expected = "cross-layer" if kind == "clt" else "per-layer"
+    assert transcoder_kind(replacement) == expected
+    assert feature_extras({"nodes": []}, model=replacement)["transcoder"] == expected
+    assert "transcoder" not in feature_extras({"nodes": []})  # no model: not known

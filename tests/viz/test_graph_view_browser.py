@@ -283,3 +283,26 @@ def test_shared_ids_of_a_traced_graph_get_the_adjacency_s_edges(file_page, tiny_
             column = feature_column if kind == "feature" else error_column
             closest = (adjacency[:, column] - weight).abs().min()
             assert closest < 1e-6 * adjacency.abs().max(), (node_id, kind, target, weight)
+
+
+@pytest.mark.parametrize("transcoder", ["per-layer", "cross-layer", None])
+def test_nodes_are_named_by_kind_and_logits_as_the_output(file_page, tmp_path, transcoder):
+    """hand_graph has 2 layers: its logits sit at the JSON's layer "3" and its features say
+    "cross layer transcoder" whatever the transcoders were; the page says what they are."""
+    extras = {"features": {}} | ({"transcoder": transcoder} if transcoder else {})
+    page = file_page
+    page.goto(GraphView(hand_graph(), extras).save(tmp_path / "kinds.html").as_uri())
+    page.wait_for_selector(".gv-node")
+    page.click(".gv-node[data-node-id='1_7_4']")
+    facts = page.text_content(".gv-facts")
+    kind = f"{transcoder} transcoder feature" if transcoder else "transcoder feature"
+    assert f"type{kind}layer1" in facts and "cross layer" not in facts
+    page.click(".gv-node[data-node-id='3_7_4']")  # a logit
+    facts = page.text_content(".gv-facts")
+    assert "typelogit (the model's output)layeroutput (after layer 1)" in facts
+    assert "layer3" not in facts
+    page.locator(".gv-node[data-node-id='3_8_4']").hover()
+    assert "layeroutput (after layer 1)" in page.text_content(".gv-tip")
+    page.click(".gv-node[data-node-id='0_-1_4']")  # the error node
+    assert "typeMLP reconstruction errorlayer0" in page.text_content(".gv-facts")
+    screenshot(page, tmp_path, f"graph-view-kinds-{transcoder}")

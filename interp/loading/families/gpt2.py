@@ -42,6 +42,20 @@ _REQUIRED_HF_FIELDS = {
 }
 
 
+GPT2_VOCAB_SIZE = 50257
+
+
+def fits_gpt2_tokenizer(vocab_size: int | None) -> bool:
+    """Whether GPT-2's tokenizer can stand in for a GPT-2 checkpoint's missing one: every id
+    it produces is in the model's vocabulary (50,257, or padded beyond as nanoGPT's 50,304).
+
+    Example:
+        >>> fits_gpt2_tokenizer(50304), fits_gpt2_tokenizer(97)
+        (True, False)
+    """
+    return vocab_size is None or vocab_size >= GPT2_VOCAB_SIZE
+
+
 def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     """The config of a Hugging Face ``GPT2Config`` (or its dict), refusing unsupported options
     and naming any field that is missing, null or of the wrong type.
@@ -93,7 +107,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
         act_fn=activation({"activation_function": "gelu_new"} | values, "activation_function"),
         eps=positive_number({"layer_norm_epsilon": 1e-5} | values, "layer_norm_epsilon", 1e-5),
         model_name=values.get("_name_or_path") or "gpt2",
-        tokenizer_name="gpt2",
+        tokenizer_name="gpt2" if fits_gpt2_tokenizer(values["vocab_size"]) else None,
     )
     cfg.update(overrides)
     return HookedTransformerConfig(**cfg)

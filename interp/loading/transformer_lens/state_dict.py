@@ -1,8 +1,9 @@
 """TransformerLens 2.x ``HookedTransformer`` state dicts: the same names and shapes as ours.
 
 Such a state dict loads with ``model.load_state_dict`` as it is; this loader also accepts a
-file saved with ``torch.save``, drops the causal-mask buffers TransformerLens stores with the
-weights (``attn.mask``, ``attn.IGNORE``), checks names and shapes, and builds the model
+file saved with ``torch.save``, checks and drops the buffers TransformerLens stores with the
+weights (``attn.mask``, ``attn.IGNORE``, ``attn.rotary_sin``/``rotary_cos``: see
+``interp.components.tl_buffers``), checks names and shapes, and builds the model
 without a second copy of the weights.
 
 TransformerLens's toy models (``attn-only-2l``, ``gelu-1l``, ``solu-1l``, ...: the
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from interp.components.tl_buffers import check_model_tl_buffers
 from interp.config import HookedTransformerConfig
 from interp.loading.checkpoint import (
     CheckpointError,
@@ -35,7 +37,7 @@ from interp.loading.tokenizer_files import HF_TOKENIZER_FILES, tokenizer_from_fo
 from interp.loading.transformer_lens.model_names import MODEL_NAME_UNSTATED
 from interp.loading.transformer_lens.toy_config import neel_config_dict
 
-_TL_BUFFER = re.compile(r"^blocks\.\d+\.attn\.(mask|IGNORE)$")
+_TL_BUFFER = re.compile(r"^blocks\.\d+\.attn\.(mask|IGNORE|rotary_sin|rotary_cos)$")
 
 
 def load_transformer_lens_state_dict(
@@ -77,6 +79,7 @@ def load_transformer_lens_state_dict(
     tensors = ((key, source.take(key)) for key in list(source.shapes))
     model = build_model(cfg, tensors, tokenizer, device, name, model_class=model_class)
     source.warn_non_finite(name)
+    check_model_tl_buffers(model, state_dict)  # a mask it cannot honour is an error
     return model
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from interp.sae.features.activations import feature_acts
 from interp.sae.features.indices import checked_count, checked_index
@@ -146,13 +147,15 @@ def top_activations(
     batch_size: int = 32,
     left: int = 16,
     right: int = 4,
+    progress: bool = False,
 ) -> FeatureStats:
     """Stream ``data`` (token windows [n, pos], or an iterable of [batch, pos] batches)
     through the model to the SAE's hook and keep, for every feature, its ``k`` strongest
     activations with ``left``/``right`` tokens of context, plus density and a histogram.
 
     Memory is O(k x d_sae x context), whatever the dataset's size: each batch's candidates
-    are merged into the running top-k with one ``torch.topk``.
+    are merged into the running top-k with one ``torch.topk``. ``progress`` shows a progress
+    bar (tqdm, on stderr) over the batches.
 
     Example:
         >>> model = interp.load_model("shakespeare-char")   # the SAE's model
@@ -179,7 +182,15 @@ def top_activations(
     act_sum = torch.zeros(d_sae, dtype=torch.float64)
     histogram = torch.zeros(d_sae, len(HISTOGRAM_EDGES) - 1, dtype=torch.long)
     n_tokens = n_sequences = 0
-    for tokens in _batches(data, batch_size):
+    n_batches = -(-len(data) // batch_size) if isinstance(data, Tensor) else None
+    batches = tqdm(
+        _batches(data, batch_size),
+        total=n_batches,
+        desc=f"mining {sae.cfg.hook_name}",
+        unit="batch",
+        disable=not progress,
+    )
+    for tokens in batches:
         tokens = tokens.cpu()
         acts = feature_acts(model, sae, tokens).float().cpu()  # [batch, pos, d_sae]
         batch, n_pos = tokens.shape
@@ -239,8 +250,7 @@ def _choose(pick: tuple[Tensor, ...], running: Tensor, fresh: Tensor, fill: Any)
 
 
 def _expand(index: Tensor, like: Tensor) -> Tensor:
-    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes (``like`` may have fewer
-    than k columns: a batch with fewer tokens than k)."""
-    return index.reshape(*index.shape, *([1] * (like.ndim - 2))).expand(
-        *index.shape, *like.shape[2:]
-    )
+    """``index`` [d_sae, k] broadcast to ``like``'s trailing axes: [d_sae, k, *like[2:]]
+    (``like`` may have fewer than ``k`` columns: a batch of fewer tokens than ``k``)."""
+    trailing = like.shape[2:]
+    return index.reshape(*index.shape, *([1] * len(trailing))).expand(*index.shape, *trailing)

@@ -135,6 +135,24 @@
     return n.clerp ? visibleBreaks(n.clerp) : "logit " + n.feature;
   }
   function featureIndex(n) { return Number(String(n.node_id).split("_")[1]); }
+  /* What a node is, in words. The JSON's feature_type is circuit-tracer's: "cross layer
+     transcoder" for every transcoder's features, so the kind comes from the extras
+     ("per-layer" or "cross-layer", known when the viewer was made with the model). */
+  function typeLabel(n, extras) {
+    if (n.kind === "embedding") return "token embedding";
+    if (n.kind === "logit") return "logit (the model's output)";
+    if (n.kind === "error") return "MLP reconstruction error";
+    var kind = extras && extras.transcoder;
+    if (kind === "per-layer" || kind === "cross-layer") return kind + " transcoder feature";
+    return "transcoder feature";
+  }
+  /* Where a node sits: the JSON puts embeddings at layer "E" and logits at n_layers + 1,
+     a layer the model does not have. */
+  function layerLabel(n, nLayers) {
+    if (n.kind === "embedding") return "embeddings (input)";
+    if (n.kind === "logit") return "output (after layer " + (nLayers - 1) + ")";
+    return String(n.layer);
+  }
 
   /* --------------------------------------------------------- pruning in the browser */
   /* prune_graph's rule on the file's graph: feature and error nodes whose cumulative
@@ -441,7 +459,8 @@
     var tip = this.tip;
     while (tip.firstChild) tip.removeChild(tip.firstChild);
     tip.appendChild(el("div", "gv-tip-title", nodeTitle(n)));
-    var rows = [["node", n.node_id], ["layer", n.layer], ["position", n.ctx_idx + " " + visible(n.token)]];
+    var nLayers = this.model.nLayers;
+    var rows = [["node", n.node_id], ["type", typeLabel(n, this.model.extras)], ["layer", layerLabel(n, nLayers)], ["position", n.ctx_idx + " " + visible(n.token)]];
     if (n.kind === "feature") rows.push(["feature", String(featureIndex(n))]);
     if (n.activation !== null && n.activation !== undefined) rows.push(["activation", fmt(n.activation)]);
     if (n.influence !== null && n.influence !== undefined) rows.push(["influence", fmt(n.influence)]);
@@ -521,7 +540,7 @@
     pin.type = "button"; pin.addEventListener("click", function () { self.togglePin(n.key); });
     box.appendChild(pin);
     var facts = el("table", "gv-facts");
-    var rows = [["node", n.node_id], ["type", n.feature_type], ["layer", n.layer], ["position", n.ctx_idx + " (" + visible(n.token) + ")"]];
+    var rows = [["node", n.node_id], ["type", typeLabel(n, model.extras)], ["layer", layerLabel(n, model.nLayers)], ["position", n.ctx_idx + " (" + visible(n.token) + ")"]];
     if (n.kind === "feature") rows.push(["feature", String(featureIndex(n))]);
     rows.push(["activation", fmt(n.activation)], ["influence", fmt(n.influence)]);
     if (n.clerp) rows.push(["clerp", visibleBreaks(n.clerp)]);
