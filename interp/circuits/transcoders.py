@@ -157,6 +157,7 @@ class TranscoderSet(nn.Module):
         d_model]`` -> ``[n_layers, ..., d_tc]``."""
         if x is None:
             return torch.stack([self.encode(i, inputs) for i, inputs in enumerate(layer)])
+        check_thresholds(self.transcoders[layer], layer)
         return self.transcoders[layer].encode(x, hooked=False)
 
     def encoder_vectors(self, layer: int, features: Tensor) -> Float[Tensor, "n d_model"]:
@@ -308,6 +309,20 @@ def _common_model_name(transcoders: Sequence[SAE]) -> str | None:
             "holds one model's transcoders."
         )
     return names[0] if names else None
+
+
+def check_thresholds(transcoder: SAE, layer: int) -> None:
+    """Refuse a JumpReLU with negative thresholds: circuit-tracer keeps the negative
+    pre-activations above them (``x * (x > threshold)``), interp's transcoders are ReLU'd
+    (``relu(x) * (x > threshold)``), so the graphs would differ. Checked where the
+    transcoder encodes, since a threshold may change after the set is built."""
+    threshold = getattr(transcoder, "threshold", None)
+    if transcoder.cfg.activation == "jumprelu" and threshold is not None and (threshold < 0).any():
+        raise ValueError(
+            f"Layer {layer}'s JumpReLU has negative thresholds: circuit-tracer keeps the "
+            "negative pre-activations above them, interp's transcoders (ReLU'd) do not, so the "
+            "graphs would differ. Clamp the thresholds at 0 if that is what you mean."
+        )
 
 
 def _layer_transcoder(

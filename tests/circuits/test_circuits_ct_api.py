@@ -111,8 +111,16 @@ def test_set_from_single_layer_transcoders_traces_their_weights() -> None:
     negative = load_relu_transcoder(layer_paths()[0], 0, device=CPU, lazy_encoder=False)
     with torch.no_grad():
         negative.activation_function.threshold[3] = -0.1
-    with pytest.raises(ValueError, match="negative thresholds"):
-        TranscoderSet({0: negative}, "hook_resid_mid", "hook_mlp_out")
+    negative_set = TranscoderSet({0: negative}, "hook_resid_mid", "hook_mlp_out")
+    item = negative_set[0]  # circuit-tracer's activation_function: a view of the SAE's own
+    assert isinstance(item.activation_function, JumpReLU)
+    assert item.activation_function.threshold is item.threshold
+    assert "activation_function.threshold" not in item.state_dict()
+    with pytest.raises(ValueError, match="negative thresholds"):  # refused where it encodes
+        negative_set.encode(0, INPUTS[0])
+    with torch.no_grad():
+        item.activation_function.threshold.clamp_(min=0)  # through the view: now encodes
+    assert negative_set.encode(0, INPUTS[0]).shape[-1] == D_TC
     with pytest.raises(ValueError, match="transcoder_path"):
         SingleLayerTranscoder(D_MODEL, D_TC, torch.relu, 0, lazy_decoder=True)
 

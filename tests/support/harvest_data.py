@@ -14,7 +14,7 @@ import torch
 
 import interp
 
-SHAKESPEARE = Path(interp.__file__).parent / "models" / "data" / "tinyshakespeare.txt.gz"
+SHAKESPEARE = Path(interp.__file__).parent / "shipped" / "data" / "tinyshakespeare.txt.gz"
 
 
 def shakespeare_text(path: Path, n_chars: int) -> Path:

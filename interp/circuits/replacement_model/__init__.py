@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from interp.circuits import intervention
 from interp.circuits.cross_layer import CrossLayerTranscoder
+from interp.circuits.replacement_model import transcoder_hooks
 from interp.circuits.transcoders import TranscoderSet, load_transcoders
 from interp.components.norms import LayerNorm
 from interp.sae.model_match import check_model_match
@@ -446,6 +447,36 @@ class ReplacementModel:
             encoder_to_decoder_map=parts["encoder_to_decoder_map"],
             decoder_locations=parts["decoder_locations"],
         )
+
+    # ---------------------------------------------- circuit-tracer's hook-level helpers
+    def run_with_hooks(
+        self,
+        *model_args: Any,
+        fwd_hooks: Sequence[tuple[str, Callable]] = (),
+        bwd_hooks: Sequence[tuple[str, Callable]] = (),
+        **model_kwargs: Any,
+    ) -> Any:
+        """The model's ``run_with_hooks``, where hooks may also be named after the
+        transcoders' input and output (``blocks.{layer}.mlp.hook_in`` / ``mlp.hook_out``,
+        as circuit-tracer's model has them): ``transcoder_hooks`` runs those there."""
+        return transcoder_hooks.run_with_transcoder_hooks(
+            self, *model_args, fwd_hooks=fwd_hooks, bwd_hooks=bwd_hooks, **model_kwargs
+        )
+
+    def _get_activation_caching_hooks(
+        self, sparse: bool = False, apply_activation_function: bool = True, append: bool = False
+    ) -> tuple[list, list[tuple[str, Callable]]]:
+        """circuit-tracer's name: ``transcoder_hooks.caching_hooks``."""
+        return transcoder_hooks.caching_hooks(self, sparse, apply_activation_function, append)
+
+    def setup_intervention_with_freeze(
+        self, inputs: str | Tensor, constrained_layers: Sequence[int] | None = None
+    ) -> tuple[Tensor, list[tuple[str, Callable]]]:
+        """circuit-tracer's name: ``transcoder_hooks.freeze_hooks`` (its activations and the
+        hooks that freeze attention, and with ``constrained_layers`` norms and MLPs);
+        ``feature_intervention`` does the same internally."""
+        tokens = self.ensure_tokenized(inputs) if isinstance(inputs, str) else inputs
+        return transcoder_hooks.freeze_hooks(self, tokens, constrained_layers)
 
 
 @dataclass

@@ -179,12 +179,6 @@ class SingleLayerTranscoder(nn.Module):
         The SAE's JumpReLU and TopK are ReLU'd (``relu(x) * (x > threshold)``, the ReLU of
         the top k): the same features unless a threshold or a kept value is negative."""
         act = self.activation_function
-        if isinstance(act, JumpReLU) and (act.threshold < 0).any():
-            raise ValueError(
-                f"Layer {self.layer_idx}'s JumpReLU has negative thresholds: circuit-tracer keeps "
-                "the negative pre-activations above them, interp's transcoders (ReLU'd) do not, "
-                "so the graphs would differ. Clamp the thresholds at 0 if that is what you mean."
-            )
         if isinstance(act, JumpReLU):
             prefix, k = "jumprelu_", None
         elif isinstance(act, TopK):
@@ -216,6 +210,15 @@ class SingleLayerTranscoder(nn.Module):
             shared["W_skip"] = self.W_skip
         for name, value in shared.items():
             setattr(sae, name, nn.Parameter(value.detach(), requires_grad=value.requires_grad))
+        # circuit-tracer's items have an activation_function; the SAE's is a view of its own
+        # (a JumpReLU holding the SAE's threshold), kept out of its modules and state dict.
+        # Negative thresholds are refused where the set encodes (transcoders.check_thresholds).
+        if isinstance(act, JumpReLU):
+            view = JumpReLU(0.0, act.bandwidth)
+            view.threshold = sae.threshold
+        else:
+            view = TopK(k) if isinstance(act, TopK) else act
+        object.__setattr__(sae, "activation_function", view)
         return sae
 
 
