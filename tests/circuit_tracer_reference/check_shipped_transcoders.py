@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT / "interp" / "models" / "shakespeare-char"
-TRANSCODERS = ROOT / "interp" / "models" / "transcoders"
+MODEL = ROOT / "interp" / "shipped" / "shakespeare-char"
+TRANSCODERS = ROOT / "interp" / "shipped" / "transcoders"
 PROMPT = "\nROMEO:\nIt seems she hangs upon the chee"
 
 

@@ -50,7 +50,9 @@ def test_transformer_lens_state_dict_loads_strictly(name):
     result = model.load_state_dict(tl_state_dict(name))  # strict=True, as in TransformerLens
     assert not result.missing_keys and not result.unexpected_keys
     check_logits(model, name)
-    loaded = load_transformer_lens_state_dict(HERE / f"{name}.pt", config(name)).eval()
+    loaded = load_transformer_lens_state_dict(
+        HERE / f"{name}.pt", config(name), model_class=HookedTransformer
+    ).eval()
     assert same_weights(loaded, model)
 
 
@@ -139,10 +141,12 @@ def test_build_model_takes_a_state_dict_with_the_buffers_and_checks_them():
     from interp.loading.checkpoint import CheckpointError, build_model
 
     reference = tl_state_dict("local_rotary")
-    built = build_model(config("local_rotary"), reference.items())  # as model.state_dict() is
+    built = build_model(  # as model.state_dict() is
+        config("local_rotary"), reference.items(), model_class=HookedTransformer
+    )
     model = HookedTransformer(config("local_rotary"))
     model.load_state_dict(reference)
     assert same_weights(built, model)
     reference["blocks.0.attn.mask"] = torch.ones(12, 12, dtype=torch.bool)
     with pytest.raises(CheckpointError, match=r"blocks\.0\.attn\.mask is not the causal"):
-        build_model(config("local_rotary"), reference.items())
+        build_model(config("local_rotary"), reference.items(), model_class=HookedTransformer)

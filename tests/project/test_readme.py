@@ -92,11 +92,12 @@ def test_the_commands_data_files_ship_with_interp():
 
 def test_a_shipped_text_name_is_its_file_for_the_text_options(monkeypatch, tmp_path):
     import interp.cli
+    import interp.cli.commands
     from interp.shipped import shipped_text_path
     from interp.training.text import default_text
 
     seen = []
-    monkeypatch.setattr(interp.cli, "run_command", lambda args: seen.append(args) or 0)
+    monkeypatch.setattr(interp.cli.commands, "run_command", lambda args: seen.append(args) or 0)
     monkeypatch.chdir(tmp_path)
     shipped = shipped_text_path("tinyshakespeare")
     assert shipped.endswith(".txt.gz") and Path(shipped).is_file()
