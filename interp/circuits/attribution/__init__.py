@@ -17,8 +17,13 @@
    logits through the rows computed so far, re-ranked every ``update_interval`` batches.
 
 Example:
-    >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=1000)
+    >>> from interp.circuits import ReplacementModel
+    >>> tcs = "shakespeare-char-transcoders"
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> prompt = "ROMEO:\\nIt seems she hangs upon the chee"
+    >>> graph = attribute(prompt, replacement, max_feature_nodes=32, batch_size=64)
     >>> graph.adjacency_matrix.shape   # [nodes, nodes]: rows targets, columns sources
+    torch.Size([232, 232])
 """
 
 from __future__ import annotations
