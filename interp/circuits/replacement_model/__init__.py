@@ -9,8 +9,10 @@ attention pattern, every norm's scale (``ln1``, ``ln2``, ``ln1_post``, ``ln2_pos
 through an MLP. The gradient starts at ``hook_embed``.
 
 Example:
-    >>> replacement = ReplacementModel.from_model(model, load_transcoders("tc_folder"))
-    >>> graph = attribute("The capital of France is", replacement)
+    >>> from interp.circuits import attribute
+    >>> tcs = load_transcoders("shakespeare-char-transcoders")
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> graph = attribute("ROMEO:", replacement, max_feature_nodes=8, batch_size=64)
 """
 
 from __future__ import annotations
