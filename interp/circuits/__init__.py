@@ -5,13 +5,17 @@ prompt the model is linear in its residual stream: every edge of the graph (feat
 and token nodes to features and logits) is a direct effect computed by backward passes.
 
 Example:
+    >>> import tempfile
     >>> from interp.circuits import ReplacementModel, attribute, load_transcoders, prune_graph
-    >>> replacement = ReplacementModel.from_model(model, load_transcoders("tc_folder"))
-    >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=500)
+    >>> transcoders = load_transcoders("shakespeare-char-transcoders")
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", transcoders)
+    >>> prompt = "ROMEO:\\nIt seems she hangs upon the chee"
+    >>> graph = attribute(prompt, replacement, max_feature_nodes=32, batch_size=64)
     >>> node_mask, edge_mask, cumulative_scores = prune_graph(graph, node_threshold=0.8)
-    >>> create_graph_files(graph, "capital", "graphs/")  # Neuronpedia's graph JSON
-    >>> graph_view(graph, replacement).save("capital.html")  # the offline graph viewer
-    >>> logits, activations = replacement.feature_intervention(tokens, [(3, 5, 1234, 0.0)])
+    >>> folder = tempfile.mkdtemp()
+    >>> path = create_graph_files(graph, "romeo", folder)  # Neuronpedia's graph JSON
+    >>> page = graph_view(graph, replacement).save(f"{folder}/romeo.html")  # offline viewer
+    >>> logits, activations = replacement.feature_intervention(prompt, [(3, 5, 0, 0.0)])
 """
 
 from interp.circuits.attribution import CustomTarget, attribute, ensure_tokenized

@@ -18,9 +18,21 @@ graph (``attribution.autograd_gradients``, which stays for the configurations th
 does not cover: ``unsupported`` names them) up to float rounding, in ``dtype``.
 
 Example:
-    >>> backward = FrozenBackward(replacement, run, torch.float32)
-    >>> for sink, grad in backward.gradients(layers, positions, inject):
-    ...     ...   # grad [rows started, q, d_model] at layer `sink`'s transcoder output
+    >>> from interp.circuits import ReplacementModel, ensure_tokenized
+    >>> tcs = "shakespeare-char-transcoders"
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> tokens = ensure_tokenized("ROMEO:", replacement)   # [pos]
+    >>> layers, positions = torch.tensor([3, 1]), torch.tensor([5, 2])   # sorted, highest first
+    >>> inject = torch.randn(2, 128)   # [rows, d_model]
+    >>> with replacement.linearized() as run:
+    ...     final = replacement.run_linearized(tokens[None])
+    ...     backward = FrozenBackward(replacement, run, torch.float32)
+    ...     for sink, grad in backward.gradients(layers, positions, inject):
+    ...         print(sink, tuple(grad.shape))   # [rows started, q, d_model] at `sink`
+    2 (1, 6, 128)
+    1 (1, 6, 128)
+    0 (2, 6, 128)
+    4 (2, 6, 128)
 """
 
 from __future__ import annotations

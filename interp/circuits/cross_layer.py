@@ -11,8 +11,12 @@ and ``W_dec_{i}.safetensors`` (``W_dec_i``); circuit-tracer's loader reads no sk
 so neither does ``load_cross_layer_transcoder``.
 
 Example:
-    >>> clt = load_cross_layer_transcoder("clt_folder", "hook_resid_mid", "hook_mlp_out")
-    >>> clt.decoder_vectors(0, torch.tensor([3]), 2)   # feature 3 of layer 0, into layer 2
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> CrossLayerTranscoder(n_layers=3, d_transcoder=8, d_model=4).to_safetensors(folder)
+    >>> clt = load_cross_layer_transcoder(folder, "hook_resid_mid", "hook_mlp_out")
+    >>> clt.decoder_vectors(0, torch.tensor([3]), 2).shape   # feature 3 of layer 0, into 2
+    torch.Size([1, 4])
 """
 
 from __future__ import annotations

@@ -5,8 +5,17 @@ and position (``layer * n_pos + pos``), one token node per position, then the lo
 ``adjacency_matrix[target, source]`` is the direct effect of ``source`` on ``target``.
 
 Example:
+    >>> from interp.circuits import ReplacementModel, attribute
+    >>> tcs = "shakespeare-char-transcoders"
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> prompt = "ROMEO:\\nIt seems she hangs upon the chee"
+    >>> graph = attribute(prompt, replacement, max_feature_nodes=32, batch_size=64)
     >>> node_mask, edge_mask, cumulative = prune_graph(graph, node_threshold=0.8)
-    >>> replacement, completeness = compute_graph_scores(graph)
+    >>> node_mask.shape, edge_mask.shape   # [nodes], [nodes, nodes]
+    (torch.Size([232]), torch.Size([232, 232]))
+    >>> replacement_score, completeness_score = compute_graph_scores(graph)
+    >>> 0 <= replacement_score <= completeness_score <= 1
+    True
 """
 
 from __future__ import annotations

@@ -28,8 +28,16 @@ as pydantic does; a list of transcoder names as ``scan`` is named ``custom-<hash
 stable hash (circuit-tracer's is Python's ``hash()``, different in every process).
 
 Example:
-    >>> create_graph_files(graph, "capital", "graphs/", tokenizer=model.tokenizer)
-    >>> json.loads(Path("graphs/capital.json").read_text())["nodes"][0]["node_id"]
+    >>> from interp.circuits import ReplacementModel, attribute
+    >>> tcs = "shakespeare-char-transcoders"
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> prompt = "ROMEO:\\nIt seems she hangs upon the chee"
+    >>> graph = attribute(prompt, replacement, max_feature_nodes=32, batch_size=64)
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> path = create_graph_files(graph, "romeo", folder, tokenizer=replacement.tokenizer)
+    >>> json.loads(Path(folder, "romeo.json").read_text())["nodes"][0]["node_id"]
+    '..._..._...'
 """
 
 from __future__ import annotations

@@ -31,9 +31,16 @@ that token, unfrozen. It returns the generation, the logits each step sampled fr
 back ``[n_layers, pos + max_new_tokens - 1, d_transcoder]``.
 
 Example:
-    >>> logits, acts = replacement.feature_intervention(tokens, [(1, 4, 123, 0.0)])
+    >>> from interp.circuits import ReplacementModel, attribute
+    >>> tcs = "shakespeare-char-transcoders"
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> logits, acts = replacement.feature_intervention("ROMEO:", [(1, 4, 123, 0.0)])
+    >>> logits.shape, acts.shape   # [1, pos, d_vocab], [n_layers, pos, d_transcoder]
+    (torch.Size([1, 6, 65]), torch.Size([4, 6, 1024]))
     >>> text, step_logits, acts = replacement.feature_intervention_generate(
-    ...     "The capital of", [(1, slice(1, None), 123, 5.0)], max_new_tokens=5, do_sample=False)
+    ...     "ROMEO:", [(1, slice(1, None), 123, 5.0)], max_new_tokens=5, do_sample=False)
+    >>> step_logits.shape   # [steps, d_vocab]
+    torch.Size([5, 65])
 """
 
 from __future__ import annotations

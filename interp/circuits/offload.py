@@ -7,8 +7,11 @@ Each parameter and buffer keeps its object (so ``requires_grad``, ties and hooks
 its data moves: to the CPU, or to a file in a temporary folder (freeing the memory) and back.
 
 Example:
-    >>> with offloaded([block.mlp for block in model.blocks], "disk"):
-    ...     ...   # the MLPs' weights are on disk here
+    >>> with offloaded([block.attn for block in model.blocks], "disk"):
+    ...     model.blocks[0].attn.W_Q.numel()   # the weights are on disk here
+    0
+    >>> model.blocks[0].attn.W_Q.shape          # and back afterwards
+    torch.Size([1, 128, 64])
 """
 
 from __future__ import annotations

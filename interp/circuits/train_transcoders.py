@@ -22,7 +22,10 @@ the same torch.
         --out interp/shipped/transcoders/shakespeare-char-transcoders
 
 Example:
-    >>> transcoders, figures = train_transcoders(TranscoderRecipe(steps=50))
+    >>> TranscoderRecipe(steps=50).steps   # a layer's training steps
+    50
+    >>> recipe = TranscoderRecipe(steps=50)
+    >>> transcoders, figures = train_transcoders(recipe)  # minutes  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -185,7 +188,8 @@ def train_transcoders(
     """Harvest, train each layer, convert to JumpReLU; returns the set and its figures.
 
     Example:
-        >>> transcoders, figures = train_transcoders(TranscoderRecipe(steps=50))
+        >>> recipe = TranscoderRecipe(steps=50)
+        >>> transcoders, figures = train_transcoders(recipe)  # minutes on CPU  # doctest: +SKIP
     """
     torch.set_num_threads(recipe.threads)
     torch.manual_seed(recipe.seed)

@@ -22,9 +22,13 @@ A set shipped with interp loads by name (``list_transcoders()``), a hub reposito
 ``hf://owner/repo[/subfolder][@revision]`` (offline once cached).
 
 Example:
+    >>> import tempfile
     >>> transcoders = load_transcoders("shakespeare-char-transcoders")  # shipped, offline
-    >>> transcoders = load_transcoders("path/to/transcoder_set")      # config.yaml + layers
-    >>> transcoders = TranscoderSet.from_saes([SAE.load(f"tc/layer_{i}") for i in range(6)])
+    >>> folder = transcoders.save(tempfile.mkdtemp())
+    >>> transcoders = load_transcoders(folder)                        # config.yaml + layers
+    >>> transcoders = TranscoderSet.from_saes([transcoders[i] for i in range(4)])
+    >>> len(transcoders)
+    4
 """
 
 from __future__ import annotations
@@ -481,8 +485,11 @@ def load_transcoders(
     the Hugging Face cache once downloaded, so offline after the first time).
 
     Example:
-        >>> load_transcoders("shakespeare-char-transcoders")        # shipped with interp
-        >>> load_transcoders("hf://mntss/transcoder-Llama-3.2-1B")  # cached after one download
+        >>> transcoders = load_transcoders("shakespeare-char-transcoders")  # shipped with interp
+        >>> len(transcoders)
+        4
+        >>> hub = "hf://mntss/transcoder-Llama-3.2-1B"       # cached after one download
+        >>> transcoders = load_transcoders(hub)  # needs the hub  # doctest: +SKIP
     """
     if not isinstance(path, (str, Path)):
         saes = [item if isinstance(item, SAE) else load_sae(item, dtype=dtype) for item in path]

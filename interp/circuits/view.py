@@ -4,9 +4,15 @@ feature the JSON shows: its activation at every position of the prompt, the toke
 decoder promotes and suppresses, and (given text) its top-activating contexts.
 
 Example:
-    >>> graph = attribute("The capital of France is", replacement)
+    >>> from interp.circuits import ReplacementModel, attribute
+    >>> tcs = "shakespeare-char-transcoders"
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> prompt = "ROMEO:\\nIt seems she hangs upon the chee"
+    >>> graph = attribute(prompt, replacement, max_feature_nodes=32, batch_size=64)
+    >>> import tempfile
     >>> view = graph_view(graph, replacement, node_threshold=0.8, edge_threshold=0.98)
-    >>> view.save("graph.html")      # one offline page; in a notebook, `view` shows it
+    >>> page = view.save(f"{tempfile.mkdtemp()}/graph.html")  # one offline page
+    >>> # in a notebook, `view` shows it
 """
 
 from __future__ import annotations
@@ -222,8 +228,14 @@ def graph_view(
     ``.save(path)``.
 
     Example:
-        >>> graph_view(graph, replacement).save("graph.html")
-        >>> graph_view("graphs/my-graph.json")
+        >>> import tempfile
+        >>> from interp.circuits import ReplacementModel, attribute, create_graph_files
+        >>> tcs = "shakespeare-char-transcoders"
+        >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+        >>> graph = attribute("ROMEO:", replacement, max_feature_nodes=8, batch_size=64)
+        >>> folder = tempfile.mkdtemp()
+        >>> page = graph_view(graph, replacement).save(f"{folder}/graph.html")
+        >>> view = graph_view(create_graph_files(graph, "romeo", folder))  # a graph JSON file
     """
     source = graph if isinstance(graph, Graph) else None
     if source is not None:

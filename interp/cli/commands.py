@@ -75,7 +75,10 @@ def check_report_inputs(
     ``PromptTooLongError`` (also exit 2) when a prompt is longer than the model's context.
 
     Example:
-        >>> check_report_inputs(model, "a b c", "a d c", {"--answer": " c"})
+        >>> check_report_inputs(model, DEMO_PROMPT, DEMO_CORRUPTED, {"--answer": DEMO_ANSWERS[0]})
+        >>> check_report_inputs(model, DEMO_PROMPT, "23 187", {})
+        Traceback (most recent call last):
+        interp.cli.support.UsageError: ...
     """
     prompt_tokens(model, prompt, "prompt (--prompt)")  # not longer than the context
     if corrupted is not None:
@@ -152,7 +155,7 @@ def hook_shapes(model: HookedTransformer) -> list[tuple[str, tuple[int, ...] | N
 
     Example:
         >>> hook_shapes(model)[:2]
-        [('hook_embed', (1, 1, 64)), ('hook_pos_embed', (1, 1, 64))]
+        [('hook_embed', (1, 1, 128)), ('hook_pos_embed', (1, 1, 128))]
     """
     tokens = torch.zeros(1, 1, dtype=torch.long, device=model.device)
     with torch.no_grad():
@@ -296,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Example:
         >>> main(["hooks", "--model", "attn-only-2l"])
+        20 hook points of attn-only-2l; ...
     """
     args = build_parser().parse_args(argv)
     if args.command == "report" and (args.answer or args.wrong_answer) and not args.corrupted:

@@ -4,8 +4,12 @@ escapes what it prints, and the runner that turns errors into exit codes (0 ok, 
 error, 2 usage error). Library code never imports this module (an import-linter contract).
 
 Example:
-    >>> args = parser.parse_args(["--model", "attn-only-2l"])
-    >>> sys.exit(run_command(args))   # args.run(args); args.parser prints usage errors
+    >>> from interp.cli.commands import build_parser
+    >>> args = build_parser().parse_args(["hooks", "--model", "attn-only-2l"])
+    >>> exit_code = run_command(args)   # args.run(args); args.parser prints usage errors
+    20 hook points of attn-only-2l; ...
+    >>> exit_code
+    0
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ class UsageError(Exception):
 
 
 def terminal_text(text: str) -> str:
-    """``text`` with every character ``repr`` would escape (control and format characters,
+    r"""``text`` with every character ``repr`` would escape (control and format characters,
     such as ANSI escape sequences) written as its escape; newlines and tabs kept.
 
     Example:
@@ -52,7 +56,9 @@ def run_command(args: argparse.Namespace) -> int:
     (``SystemExit``), as argparse does.
 
     Example:
+        >>> from interp.cli.commands import build_parser
         >>> run_command(build_parser().parse_args(["hooks", "--model", "attn-only-2l"]))
+        20 hook points of attn-only-2l; ...
         0
     """
     try:

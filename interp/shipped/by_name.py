@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from interp.model import HookedTransformer
 from interp.shipped import list_models, load_model
@@ -28,11 +31,21 @@ class ModelLoadError(RuntimeError):
     """A checkpoint folder or hub id that was found but could not be loaded."""
 
 
-def load_named_model(name_or_path: str) -> HookedTransformer:
+def load_named_model(
+    name_or_path: str,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+    **kwargs: Any,
+) -> HookedTransformer:
     """A shipped model by name (``interp.load_model``), or a checkpoint folder or hub id
-    (``HookedTransformer.from_pretrained_no_processing``: the checkpoint's exact weights). A
-    name that is none of these is an ``UnknownModelError`` suggesting the closest shipped
-    name; a checkpoint that fails to load, a ``ModelLoadError``.
+    (``HookedTransformer.from_pretrained_no_processing``: the checkpoint's exact weights),
+    on ``device`` in ``dtype`` (None: the loader's default). Neither folds nor centres
+    weights. A name that is none of these is an ``UnknownModelError`` suggesting the
+    closest shipped name; a checkpoint that fails to load, a ``ModelLoadError``.
+
+    Args:
+        kwargs: more options of ``from_pretrained_no_processing``, for a folder or hub id;
+            a shipped model takes none (a ``TypeError`` naming them).
 
     Example:
         >>> load_named_model("attn-only-2l").cfg.model_name
@@ -45,9 +58,17 @@ def load_named_model(name_or_path: str) -> HookedTransformer:
     """
     shipped = list_models()
     if name_or_path in shipped:
-        return load_model(name_or_path)
+        if kwargs:
+            raise TypeError(
+                f"{name_or_path!r} is a shipped model, which loads with device and dtype "
+                f"only; drop {sorted(kwargs)} (they are options of a checkpoint folder or "
+                "hub id's from_pretrained_no_processing)."
+            )
+        return load_model(name_or_path, device=device, dtype=dtype)
+    options = {"device": device, "dtype": dtype}
+    options = {key: value for key, value in options.items() if value is not None}
     try:
-        return HookedTransformer.from_pretrained_no_processing(name_or_path)
+        return HookedTransformer.from_pretrained_no_processing(name_or_path, **options, **kwargs)
     except FileNotFoundError as error:
         if Path(name_or_path).exists():
             raise ModelLoadError(f"Could not load {name_or_path!r}: {error}") from error

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import interp
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.circuits import (
     CrossLayerTranscoder,
@@ -442,3 +443,22 @@ def test_circuit_tracers_loading_arguments(tmp_path) -> None:
     logits = same.unembed(same.ln_final(same(TOKENS[None], stop_at_layer=2)))
     torch.testing.assert_close(logits, capped)
     torch.testing.assert_close(torch.tanh(uncapped / 3.0) * 3.0, capped)
+
+
+def test_from_pretrained_loads_by_name_with_device_dtype_and_options(tmp_path) -> None:
+    """from_pretrained loads as load_named_model does: a shipped name on the device and dtype
+    asked for, a folder with from_pretrained_no_processing's options, an unknown name as an
+    UnknownModelError; a shipped model given such options is a TypeError naming them."""
+    from interp.shipped.by_name import UnknownModelError, load_named_model
+
+    names = ("shakespeare-char", "shakespeare-char-transcoders")
+    replacement = ReplacementModel.from_pretrained(*names, device="cpu", dtype=torch.float64)
+    assert replacement.cfg.dtype == replacement.transcoders[0].W_enc.dtype == torch.float64
+    assert replacement.cfg.normalization_type == "LN"  # not folded
+    folder = interp.load_model("shakespeare-char").save(tmp_path / "copy")
+    assert load_named_model(str(folder)).cfg.normalization_type == "LN"
+    assert load_named_model(str(folder), fold_ln=True).cfg.normalization_type == "LNPre"
+    with pytest.raises(TypeError, match="shipped model.*fold_ln"):
+        ReplacementModel.from_pretrained(*names, fold_ln=True)
+    with pytest.raises(UnknownModelError, match="shakespeare-char"):
+        ReplacementModel.from_pretrained("shakespeare-chr", names[1])

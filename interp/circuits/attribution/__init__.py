@@ -17,19 +17,24 @@
    logits through the rows computed so far, re-ranked every ``update_interval`` batches.
 
 Example:
-    >>> graph = attribute("The capital of France is", replacement, max_feature_nodes=1000)
+    >>> from interp.circuits import ReplacementModel
+    >>> tcs = "shakespeare-char-transcoders"
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> prompt = "ROMEO:\\nIt seems she hangs upon the chee"
+    >>> graph = attribute(prompt, replacement, max_feature_nodes=32, batch_size=64)
     >>> graph.adjacency_matrix.shape   # [nodes, nodes]: rows targets, columns sources
+    torch.Size([232, 232])
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -316,6 +321,126 @@ def _check_arguments(
         raise ValueError(f"desired_logit_prob={desired_logit_prob!r}; it must be in (0, 1].")
 
 
+class _Rows:
+    """The edge rows being filled: one per visited node (logits first, then features in the
+    order visited), ``[rows, logit_offset + n_logits]``, and the node each row belongs to."""
+
+    def __init__(self, n_rows: int, logit_offset: int, n_logits: int, dtype: torch.dtype) -> None:
+        self.logit_offset = logit_offset
+        self.edges = torch.zeros(n_rows, logit_offset + n_logits, dtype=dtype)
+        self.to_node = torch.zeros(n_rows, dtype=torch.long)  # [rows]
+
+
+def _row_writer(
+    model: ReplacementModel,
+    run: LinearizedRun,
+    final: Tensor,
+    sources: _Sources,
+    backward: FrozenBackward | None,
+    rows: _Rows,
+    dtype: torch.dtype,
+) -> Callable[[Tensor, Tensor, Tensor, int], None]:
+    """``write(layers, positions, inject, first_row)``: the rows injecting ``inject`` at
+    (layer, position), by ``backward`` (else autograd), written from ``first_row`` on."""
+
+    def write(layers: Tensor, positions: Tensor, inject: Tensor, first_row: int) -> None:
+        if backward is not None:
+            gradients = backward.gradients(layers, positions, inject)
+        else:
+            gradients = autograd_gradients(model, run, final, layers, positions, inject)
+        computed = _gradient_rows(sources, gradients, len(layers), dtype)
+        rows.edges[first_row : first_row + len(computed), : rows.logit_offset] = computed.cpu()
+
+    return write
+
+
+def _logit_rows(
+    write: Callable[[Tensor, Tensor, Tensor, int], None],
+    targets: _Targets,
+    rows: _Rows,
+    n_layers: int,
+    n_pos: int,
+    batch_size: int,
+    device: torch.device,
+) -> None:
+    """The logits' rows (the first ``n_logits``): each injects its vector after ``ln_final``
+    at the last position."""
+    n_logits = len(targets.targets)
+    for start in range(0, n_logits, batch_size):
+        vectors = targets.vectors[start : start + batch_size]
+        k = len(vectors)
+        layers = torch.full((k,), n_layers, device=device)
+        write(layers, torch.full((k,), n_pos - 1, device=device), vectors, start)
+        rows.to_node[start : start + k] = torch.arange(start, start + k) + rows.logit_offset
+
+
+def _feature_rows(
+    write: Callable[[Tensor, Tensor, Tensor, int], None],
+    sources: _Sources,
+    targets: _Targets,
+    rows: _Rows,
+    n_visit: int,
+    batch_size: int,
+    update_interval: int,
+    verbose: bool,
+    device: torch.device,
+) -> Bool[Tensor, " n_active"]:
+    """The features' rows, after the logits': all active features, or the ``n_visit`` most
+    influential ones, re-ranked every ``update_interval`` batches; returns which were
+    visited."""
+    n_active = len(sources.active)
+    next_row, visited = len(targets.targets), torch.zeros(n_active, dtype=torch.bool)
+    n_visited = 0
+    feature_layer, feature_pos = sources.active[:, 0], sources.active[:, 1]
+    layer_cpu, pos_cpu = feature_layer.cpu(), feature_pos.cpu()
+    progress = tqdm(total=n_visit, desc="Feature attribution", disable=not verbose)
+    while n_visited < n_visit:
+        if n_visit == n_active:
+            pending = torch.arange(n_active)
+        else:
+            influence = compute_partial_influences(
+                rows.edges[:next_row], targets.probabilities, rows.to_node[:next_row]
+            )
+            rank = torch.argsort(influence[:n_active], descending=True)
+            queue = min(update_interval * batch_size, n_visit - n_visited)
+            pending = rank[~visited[rank]][:queue]
+        # Any split of the queue into batches gives the same rows. By position, a batch
+        # spans few positions (FrozenBackward stops at the last one); within a batch,
+        # by layer, highest first (it starts each row at its layer).
+        pending = pending[torch.argsort(pos_cpu[pending], stable=True)]
+        for start in range(0, len(pending), batch_size):
+            chunk = pending[start : start + batch_size]
+            chunk = chunk[torch.argsort(layer_cpu[chunk], descending=True, stable=True)]
+            idx = chunk.to(device)
+            write(feature_layer[idx], feature_pos[idx], sources.encoders[idx], next_row)
+            rows.to_node[next_row : next_row + len(chunk)] = chunk
+            visited[chunk] = True
+            next_row += len(chunk)
+            n_visited += len(chunk)
+            progress.update(len(chunk))
+    progress.close()
+    return visited
+
+
+def _adjacency(
+    rows: _Rows, visited: Tensor, n_visit: int, n_logits: int, dtype: torch.dtype
+) -> tuple[Tensor, Float[Tensor, "nodes nodes"]]:
+    """(the visited features' indices, the graph's adjacency matrix): the rows in node
+    order, the unvisited features' columns dropped, the logits' rows last."""
+    n_active, logit_offset = len(visited), rows.logit_offset
+    selected = torch.where(visited)[0]
+    edge_rows = rows.edges
+    if n_visit < n_active:
+        columns = torch.cat([selected, torch.arange(n_active, logit_offset + n_logits)])
+        edge_rows = edge_rows[:, columns]
+    edge_rows = edge_rows[rows.to_node.argsort()]
+    n_nodes = edge_rows.shape[1]
+    adjacency = torch.zeros(n_nodes, n_nodes, dtype=dtype)
+    adjacency[:n_visit] = edge_rows[:n_visit]
+    adjacency[-n_logits:] = edge_rows[n_visit:]
+    return selected, adjacency
+
+
 def attribute(
     prompt: str | Tensor | list[int],
     model: ReplacementModel,
@@ -360,74 +485,23 @@ def attribute(
         n_active, n_logits = len(sources.active), len(targets.targets)
         n_visit = min(max_feature_nodes or n_active, n_active)
         logger.info("%d active features; visiting %d, %d logits", n_active, n_visit, n_logits)
-
-        logit_offset = n_active + (n_layers + 1) * n_pos
-        edge_rows = torch.zeros(n_visit + n_logits, logit_offset + n_logits, dtype=dtype)
-        row_to_node = torch.zeros(n_visit + n_logits, dtype=torch.long)
+        rows = _Rows(n_visit + n_logits, n_active + (n_layers + 1) * n_pos, n_logits, dtype)
 
         backward = FrozenBackward(model, run, dtype) if why_autograd is None else None
         unread = [*(block.mlp for block in model.blocks), model.embed, model.unembed]
         if backward is not None:  # it holds the skip matrices; autograd's graph reads them
             unread.append(model.transcoders)
         reload.enter_context(offloaded(unread, offload))
+        write = _row_writer(model, run, final, sources, backward, rows, dtype)
 
-        def compute(layers: Tensor, positions: Tensor, inject: Tensor, first_row: int) -> None:
-            if backward is not None:
-                gradients = backward.gradients(layers, positions, inject)
-            else:
-                gradients = autograd_gradients(model, run, final, layers, positions, inject)
-            rows = _gradient_rows(sources, gradients, len(layers), dtype)
-            edge_rows[first_row : first_row + len(rows), :logit_offset] = rows.cpu()
-
-        device = final.device
-        for start in range(0, n_logits, batch_size):
-            vectors = targets.vectors[start : start + batch_size]
-            k = len(vectors)
-            layers = torch.full((k,), n_layers, device=device)
-            compute(layers, torch.full((k,), n_pos - 1, device=device), vectors, start)
-            row_to_node[start : start + k] = torch.arange(start, start + k) + logit_offset
-
-        next_row, visited = n_logits, torch.zeros(n_active, dtype=torch.bool)
-        n_visited = 0
-        feature_layer, feature_pos = sources.active[:, 0], sources.active[:, 1]
-        layer_cpu, pos_cpu = feature_layer.cpu(), feature_pos.cpu()
-        progress = tqdm(total=n_visit, desc="Feature attribution", disable=not verbose)
-        while n_visited < n_visit:
-            if n_visit == n_active:
-                pending = torch.arange(n_active)
-            else:
-                influence = compute_partial_influences(
-                    edge_rows[:next_row], targets.probabilities, row_to_node[:next_row]
-                )
-                rank = torch.argsort(influence[:n_active], descending=True)
-                queue = min(update_interval * batch_size, n_visit - n_visited)
-                pending = rank[~visited[rank]][:queue]
-            # Any split of the queue into batches gives the same rows. By position, a batch
-            # spans few positions (FrozenBackward stops at the last one); within a batch,
-            # by layer, highest first (it starts each row at its layer).
-            pending = pending[torch.argsort(pos_cpu[pending], stable=True)]
-            for start in range(0, len(pending), batch_size):
-                chunk = pending[start : start + batch_size]
-                chunk = chunk[torch.argsort(layer_cpu[chunk], descending=True, stable=True)]
-                idx = chunk.to(device)
-                compute(feature_layer[idx], feature_pos[idx], sources.encoders[idx], next_row)
-                row_to_node[next_row : next_row + len(chunk)] = chunk
-                visited[chunk] = True
-                next_row += len(chunk)
-                n_visited += len(chunk)
-                progress.update(len(chunk))
-        progress.close()
+        _logit_rows(write, targets, rows, n_layers, n_pos, batch_size, final.device)
+        visited = _feature_rows(
+            write, sources, targets, rows, n_visit, batch_size, update_interval, verbose,
+            final.device,
+        )  # fmt: skip
         run.outputs.clear(), run.inputs.clear(), run.embed.clear()  # frees the autograd graph
 
-    selected = torch.where(visited)[0]
-    if n_visit < n_active:
-        columns = torch.cat([selected, torch.arange(n_active, logit_offset + n_logits)])
-        edge_rows = edge_rows[:, columns]
-    edge_rows = edge_rows[row_to_node.argsort()]
-    n_nodes = edge_rows.shape[1]
-    adjacency = torch.zeros(n_nodes, n_nodes, dtype=dtype)
-    adjacency[:n_visit] = edge_rows[:n_visit]
-    adjacency[-n_logits:] = edge_rows[n_visit:]
+    selected, adjacency = _adjacency(rows, visited, n_visit, n_logits, dtype)
     return Graph(
         input_string=_decode(model, tokens.cpu()),
         input_tokens=tokens.cpu(),

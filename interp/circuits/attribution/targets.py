@@ -11,8 +11,11 @@
   with the given weight; its ``vocab_idx`` is a virtual id ``d_vocab + i``.
 
 Example:
-    >>> targets = AttributionTargets(["Paris"], logits, model.W_U, model.tokenizer)
+    >>> shakespeare = interp.load_model("shakespeare-char")
+    >>> logits = shakespeare("ROMEO:\\nIt seems she hangs upon the chee")[0, -1]  # [d_vocab]
+    >>> targets = AttributionTargets(["k"], logits, shakespeare.W_U, shakespeare.tokenizer)
     >>> targets.logit_vectors.shape   # [1, d_model]
+    torch.Size([1, 128])
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ attention pattern, every norm's scale (``ln1``, ``ln2``, ``ln1_post``, ``ln2_pos
 through an MLP. The gradient starts at ``hook_embed``.
 
 Example:
-    >>> replacement = ReplacementModel.from_model(model, load_transcoders("tc_folder"))
-    >>> graph = attribute("The capital of France is", replacement)
+    >>> from interp.circuits import attribute
+    >>> tcs = load_transcoders("shakespeare-char-transcoders")
+    >>> replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    >>> graph = attribute("ROMEO:", replacement, max_feature_nodes=8, batch_size=64)
 """
 
 from __future__ import annotations
@@ -97,24 +99,17 @@ class ReplacementModel:
         allow_model_mismatch: bool = False,
         **kwargs: Any,
     ) -> ReplacementModel:
-        """Load ``name_or_folder`` (a model shipped with interp, e.g. ``"shakespeare-char"``,
-        or what ``HookedTransformer.from_pretrained_no_processing`` reads: circuit-tracer
-        loads without folding or centring too) on ``device`` in ``dtype``, then
-        ``from_model``. circuit-tracer's ``backend`` ("nnsight" too) is interp's model here;
+        """Load ``name_or_folder`` (``interp.shipped.by_name.load_named_model``: a model
+        shipped with interp, e.g. ``"shakespeare-char"``, a checkpoint folder or a hub id,
+        without folding or centring, as circuit-tracer loads) on ``device`` in ``dtype``,
+        ``kwargs`` to ``from_pretrained_no_processing``, then ``from_model``.
+        circuit-tracer's ``backend`` ("nnsight" too) is interp's model here;
         ``lazy_encoder``/``lazy_decoder`` are accepted for its scripts, and the transcoders
         are read whole. ``allow_model_mismatch`` as ``from_model``'s."""
         _check_backend(backend)
-        from interp.model import HookedTransformer
-        from interp.shipped import list_models, load_model
+        from interp.shipped.by_name import load_named_model
 
-        if name_or_folder in list_models():
-            model = load_model(name_or_folder, device=device, dtype=dtype, **kwargs)
-        else:
-            options = {"device": device, "dtype": dtype}
-            options = {key: value for key, value in options.items() if value is not None}
-            model = HookedTransformer.from_pretrained_no_processing(
-                name_or_folder, **options, **kwargs
-            )
+        model = load_named_model(name_or_folder, device=device, dtype=dtype, **kwargs)
         return cls.from_model(model, transcoders, allow_model_mismatch)
 
     @classmethod

@@ -2,7 +2,12 @@
 ``interp.circuits.cross_layer``) and ``load_clt`` with circuit-tracer's arguments.
 
 Example:
-    >>> clt = load_clt("clt_folder", lazy_decoder=True)   # decoders read from disk on use
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> CrossLayerTranscoder(n_layers=2, d_transcoder=8, d_model=4).to_safetensors(folder)
+    >>> clt = load_clt(folder, lazy_decoder=True)   # decoders read from disk on use
+    >>> clt.n_layers, clt.d_transcoder
+    (2, 8)
 """
 
 from __future__ import annotations

@@ -11,9 +11,15 @@ our attribution, interventions and backward pass read; ``SingleLayerTranscoder.t
 sharing the weights' memory with the transcoder where they are in memory.
 
 Example:
-    >>> tc = load_relu_transcoder("layer_3.safetensors", layer=3, lazy_decoder=True)
+    >>> import tempfile
+    >>> from interp.circuits import load_transcoders
+    >>> folder = load_transcoders("shakespeare-char-transcoders").save(tempfile.mkdtemp())
+    >>> tc = load_relu_transcoder(folder / "layer_3.safetensors", layer=3, lazy_decoder=True)
+    >>> x = torch.randn(5, 128)                   # [..., d_model]
     >>> acts = tc.encode(x)                       # [..., d_transcoder]
     >>> out = tc.decode(acts, x)                  # [..., d_model], skip path included
+    >>> out.shape
+    torch.Size([5, 128])
 """
 
 from __future__ import annotations

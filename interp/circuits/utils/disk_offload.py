@@ -13,8 +13,13 @@ reads it back (onto ``device``, else where it was) and deletes the file.
 tensor object (so hooks and ties survive); these are the module-level helpers.
 
 Example:
-    >>> reload = disk_offload_module(model.blocks[0].mlp)   # weights on disk, module on meta
-    >>> reload()                                             # back on its device
+    >>> shakespeare = interp.load_model("shakespeare-char")
+    >>> reload = disk_offload_module(shakespeare.blocks[0].mlp)  # weights on disk, module on meta
+    >>> shakespeare.blocks[0].mlp.W_in.device
+    device(type='meta')
+    >>> reload()                                                  # back on its device
+    >>> shakespeare.blocks[0].mlp.W_in.device
+    device(type='cpu')
 """
 
 from __future__ import annotations
