@@ -179,13 +179,7 @@ def run_patches(
     tokens = model.check_tokens(corrupted_tokens)
     n_prompts, n_pos = tokens.shape
     n_layers = model.cfg.n_layers
-    hook_names = sorted({run.hook_name for run in runs})
-    missing = [name for name in hook_names if name not in clean_cache]
-    if missing:
-        raise KeyError(
-            f"The clean cache has no {missing}; run the clean prompt with run_with_cache "
-            "keeping these activations (or without a names_filter)."
-        )
+    hook_names = _patched_hook_names(runs, clean_cache)
     obstacle = batching_obstacle(model)
     if exact or obstacle is not None:
         if obstacle is not None and not exact:
@@ -236,6 +230,18 @@ def run_patches(
             bar.update(len(batch.runs))
     bar.close()
     return results
+
+
+def _patched_hook_names(runs: list[PatchRun], clean_cache: Any) -> list[str]:
+    """The hooks ``runs`` patch, sorted, after checking the clean cache holds each."""
+    hook_names = sorted({run.hook_name for run in runs})
+    missing = [name for name in hook_names if name not in clean_cache]
+    if missing:
+        raise KeyError(
+            f"The clean cache has no {missing}; run the clean prompt with run_with_cache "
+            "keeping these activations (or without a names_filter)."
+        )
+    return hook_names
 
 
 def _run_wavefront(
