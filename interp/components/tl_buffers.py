@@ -19,9 +19,11 @@ so that state dicts go both ways as TransformerLens 2.18's do:
   computes them.
 
 Example:
-    >>> model.load_state_dict(torch.load("tl_checkpoint.pt"))   # saved by TransformerLens 2.x
-    >>> "blocks.0.attn.mask" in model.state_dict()
-    True
+    >>> saved = model.state_dict()   # as TransformerLens 2.x saves one: its buffers too
+    >>> "blocks.0.attn.mask" in saved, "blocks.0.attn.mask" in weights_state_dict(model)
+    (True, False)
+    >>> model.load_state_dict(saved)   # strict: the buffers are checked, then dropped
+    <All keys matched successfully>
 """
 
 from __future__ import annotations
@@ -155,7 +157,9 @@ def weights_state_dict(model: nn.Module) -> dict[str, Tensor]:
     the tensors a checkpoint of ``model`` holds.
 
     Example:
-        >>> save_file(weights_state_dict(model), "model.safetensors")
+        >>> weights = weights_state_dict(model)   # what a checkpoint file holds
+        >>> sorted(set(model.state_dict()) - set(weights))[:2]
+        ['blocks.0.attn.IGNORE', 'blocks.0.attn.mask']
     """
     with _weights_only():
         return model.state_dict()

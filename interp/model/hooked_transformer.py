@@ -128,7 +128,8 @@ class HookedTransformer(
         model computes, every layer's before any weight is copied, and then dropped.
 
         Example:
-            >>> model.load_state_dict(torch.load("tl_checkpoint.pt"))   # strict, as in TL
+            >>> model.load_state_dict(model.state_dict())   # strict, as in TL: buffers too
+            <All keys matched successfully>
         """
         check_model_tl_buffers(self, state_dict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)

@@ -9,6 +9,7 @@ it before them; ``ReplacementModel.transcoder_io`` reads those places, so a hook
 name runs there, in the order the hooks were given.
 
 Example:
+    >>> from interp.circuits import ReplacementModel
     >>> replacement = ReplacementModel.from_pretrained(
     ...     "shakespeare-char", "shakespeare-char-transcoders")
     >>> tokens = replacement.ensure_tokenized("ROMEO:")

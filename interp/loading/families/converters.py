@@ -3,7 +3,10 @@
 [out, in] as our [in, out], or a q/k/v projection split into heads.
 
 Example:
-    >>> Row("model.layers.0.self_attn.q_proj.weight", (64, 64), heads_in("blocks.0.attn.W_Q", 4))
+    >>> name = "model.layers.0.self_attn.q_proj.weight"
+    >>> row = Row(name, (64, 64), heads_in("blocks.0.attn.W_Q", 4))
+    >>> row.checkpoint, row.shape
+    ('model.layers.0.self_attn.q_proj.weight', (64, 64))
 """
 
 from __future__ import annotations

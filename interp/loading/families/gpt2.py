@@ -9,6 +9,7 @@ A config.json without ``model_type`` reads as GPT-2 (as interp has always read i
 ``architectures`` name another family; a checkpoint with no tokenizer files gets GPT-2's.
 
 Example:
+    >>> import transformers
     >>> GPT2.hooked_config(transformers.GPT2Config(n_layer=2).to_dict()).n_layers
     2
 """
@@ -61,6 +62,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> HookedTransformerConfig:
     and naming any field that is missing, null or of the wrong type.
 
     Example:
+        >>> import transformers
         >>> config_from_hf(transformers.GPT2Config(n_layer=2)).n_layers
         2
     """
@@ -120,6 +122,8 @@ def hf_shapes(cfg: HookedTransformerConfig) -> dict[str, tuple[int, ...]]:
     embeddings are tied) is not listed.
 
     Example:
+        >>> import transformers
+        >>> cfg = config_from_hf(transformers.GPT2Config(n_layer=2))   # GPT-2 small's widths
         >>> hf_shapes(cfg)["h.0.attn.c_attn.weight"]   # Conv1D: [d_model, 3 * d_model]
         (768, 2304)
     """
@@ -230,7 +234,12 @@ def convert_hf_state_dict(
     """Rename and reshape a ``GPT2LMHeadModel`` state dict into our parameter names.
 
     Example:
-        >>> model.load_state_dict(convert_hf_state_dict(hf_model.state_dict(), model.cfg))
+        >>> import transformers
+        >>> hf_model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        ...     n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=100))
+        >>> ours = HookedTransformer(config_from_hf(hf_model.config))
+        >>> ours.load_state_dict(convert_hf_state_dict(hf_model.state_dict(), ours.cfg))
+        <All keys matched successfully>
     """
     state_dict = TensorSource.from_state_dict(hf_state_dict)
     converted = dict(iter_hf_tensors(check_hf_source(state_dict, cfg, "The state dict"), cfg))

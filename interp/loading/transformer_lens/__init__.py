@@ -6,7 +6,10 @@ name for ported scripts.
 
 Example:
     >>> from interp.loading.transformer_lens import load_transformer_lens_state_dict
-    >>> model = load_transformer_lens_state_dict("tl_model.pt", cfg, model_class=HookedTransformer)
+    >>> copy = load_transformer_lens_state_dict(   # a state dict or a file TL saved
+    ...     model.state_dict(), model.cfg, model_class=HookedTransformer)
+    >>> torch.equal(copy.W_Q, model.W_Q)
+    True
 """
 
 from interp.loading.transformer_lens.state_dict import (
