@@ -191,32 +191,35 @@ def replacement_model(cfg: dict, state: dict, transcoders) -> TransformerLensRep
     return model
 
 
-def write_case(name: str, model, **kwargs) -> None:
-    graph = attribute(torch.tensor(PROMPT), model, **kwargs)
+def graph_record(graph, kwargs: dict) -> dict:
+    """What a fixture keeps of a graph: its tensors, prune masks (0.8 / 0.98) and scores."""
     node_mask, edge_mask, cumulative = prune_graph(graph, node_threshold=0.8, edge_threshold=0.98)
     replacement, completeness = compute_graph_scores(graph)
-    torch.save(
-        {
-            "kwargs": kwargs,
-            "input_tokens": graph.input_tokens.cpu(),
-            "active_features": graph.active_features.cpu(),
-            "activation_values": graph.activation_values.cpu(),
-            "selected_features": graph.selected_features.cpu(),
-            "adjacency_matrix": graph.adjacency_matrix.cpu(),
-            "logit_token_ids": [t.vocab_idx for t in graph.logit_targets],
-            "logit_probabilities": graph.logit_probabilities.cpu(),
-            "node_mask": node_mask.cpu(),
-            "edge_mask": edge_mask.cpu(),
-            "cumulative_scores": cumulative.cpu(),
-            "replacement_score": replacement,
-            "completeness_score": completeness,
-        },
-        HERE / f"{name}.pt",
-    )
     print(
-        f"{name}: {len(graph.selected_features)}/{len(graph.active_features)} features, "
+        f"{len(graph.selected_features)}/{len(graph.active_features)} features, "
         f"{graph.adjacency_matrix.shape[0]} nodes, scores {replacement:.4f} {completeness:.4f}"
     )
+    return {
+        "kwargs": kwargs,
+        "input_tokens": graph.input_tokens.cpu(),
+        "active_features": graph.active_features.cpu(),
+        "activation_values": graph.activation_values.cpu(),
+        "selected_features": graph.selected_features.cpu(),
+        "adjacency_matrix": graph.adjacency_matrix.cpu(),
+        "logit_token_ids": [t.vocab_idx for t in graph.logit_targets],
+        "logit_probabilities": graph.logit_probabilities.cpu(),
+        "node_mask": node_mask.cpu(),
+        "edge_mask": edge_mask.cpu(),
+        "cumulative_scores": cumulative.cpu(),
+        "replacement_score": replacement,
+        "completeness_score": completeness,
+    }
+
+
+def write_case(name: str, model, **kwargs) -> None:
+    print(name, end=": ")
+    graph = attribute(torch.tensor(PROMPT), model, **kwargs)
+    torch.save(graph_record(graph, kwargs), HERE / f"{name}.pt")
 
 
 def main() -> None:

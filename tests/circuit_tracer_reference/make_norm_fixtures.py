@@ -35,9 +35,15 @@ import json
 
 import torch
 from circuit_tracer import attribute
-from circuit_tracer.graph import compute_graph_scores, prune_graph
 from circuit_tracer.utils.caching import load_transcoders_from_cache
-from make_fixtures import COMMON, FAMILIES, HERE, random_weights, replacement_model
+from make_fixtures import (
+    COMMON,
+    FAMILIES,
+    HERE,
+    graph_record,
+    random_weights,
+    replacement_model,
+)
 from make_fixtures import write_transcoders as write_layer_transcoders
 from make_graph_files_fixtures import RUNS, interventions_for, stored
 from safetensors.torch import save_file
@@ -71,9 +77,8 @@ def norm_weights(norm: str, seed: int) -> tuple[dict, dict]:
 
 
 def write_case(name: str, model, prompt: list[int], **kwargs) -> None:
+    print(name, end=": ")
     graph = attribute(torch.tensor(prompt), model, **kwargs)
-    node_mask, edge_mask, cumulative = prune_graph(graph, node_threshold=0.8, edge_threshold=0.98)
-    replacement, completeness = compute_graph_scores(graph)
     tokens = torch.tensor(prompt)
     clean_logits, clean_activations = model.get_activations(tokens)
     chosen = interventions_for(clean_activations)["steer"]
@@ -81,32 +86,13 @@ def write_case(name: str, model, prompt: list[int], **kwargs) -> None:
     for run in RUN_NAMES:
         logits, activations = model.feature_intervention(tokens, chosen, **RUNS[run][1])
         runs[run] = {"logits": logits.clone(), "activations": activations.clone()}
-    torch.save(
-        {
-            "kwargs": kwargs,
-            "input_tokens": graph.input_tokens.cpu(),
-            "active_features": graph.active_features.cpu(),
-            "activation_values": graph.activation_values.cpu(),
-            "selected_features": graph.selected_features.cpu(),
-            "adjacency_matrix": graph.adjacency_matrix.cpu(),
-            "logit_token_ids": [t.vocab_idx for t in graph.logit_targets],
-            "logit_probabilities": graph.logit_probabilities.cpu(),
-            "node_mask": node_mask.cpu(),
-            "edge_mask": edge_mask.cpu(),
-            "cumulative_scores": cumulative.cpu(),
-            "replacement_score": replacement,
-            "completeness_score": completeness,
-            "clean_logits": clean_logits.clone(),
-            "clean_activations": clean_activations.clone(),
-            "interventions": stored(chosen),
-            "runs": runs,
-        },
-        FOLDER / f"{name}.pt",
-    )
-    print(
-        f"{name}: {len(graph.selected_features)}/{len(graph.active_features)} features, "
-        f"scores {replacement:.4f} {completeness:.4f}"
-    )
+    record = graph_record(graph, kwargs) | {
+        "clean_logits": clean_logits.clone(),
+        "clean_activations": clean_activations.clone(),
+        "interventions": stored(chosen),
+        "runs": runs,
+    }
+    torch.save(record, FOLDER / f"{name}.pt")
 
 
 def main() -> None:
