@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from interp.loading.families.gpt2 import hf_shapes
 
 MEASURE = """
 import json, sys, torch
+torch.set_num_threads(1)
 def rss(field):
     for line in open("/proc/self/status"):
         if line.startswith(field):
@@ -134,12 +136,17 @@ def measure(
     """Peak resident-memory rise of loading ``folder`` one way (in ``dtype``, else the way's
     default), in a fresh process that has loaded the small ``warm_up_folder`` the same way
     first; with its ratio to the loaded model's and to the checkpoint's size."""
+    # One thread and one malloc arena: with several, which thread frees a buffer (and so
+    # which arena can reuse it) depends on scheduling, and the peak varied by a few MB from
+    # run to run on a busy machine; the loader's own peak does not depend on threads.
+    environment = os.environ | {"OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "1"}
     result = subprocess.run(
         [sys.executable, "-c", MEASURE, str(folder), str(warm_up_folder), how]
         + ([dtype] if dtype else []),
         capture_output=True,
         text=True,
         check=True,
+        env=environment,
     )
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     figures["checkpoint_bytes"] = checkpoint_bytes(folder)

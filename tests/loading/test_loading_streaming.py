@@ -93,4 +93,6 @@ def test_dtype_applies_while_loading(folders):
     benchmark, root = folders
     figures = benchmark.measure(root / "st", root / "warm-up", "interp", "bfloat16")
     assert figures["model_bytes"] * 2 == pytest.approx(figures["checkpoint_bytes"], rel=0.01)
-    assert figures["checkpoint_ratio"] < 0.85, figures
+    # About 0.77 here: the bf16 model (0.5) plus the largest float32 tensor in flight and the
+    # allocator's slack; casting after loading would be 1.5.
+    assert figures["checkpoint_ratio"] < 0.9, figures
