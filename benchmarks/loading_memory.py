@@ -2,7 +2,8 @@
 a GPT-2-small-shaped one and a multi-shard gpt-oss-shaped mixture of experts.
 
 Writes random-weight Hugging Face folders (config.json + safetensors), then in fresh
-processes measures the rise of peak resident memory (VmHWM) over the resident memory just
+processes (one thread, glibc's mmap threshold fixed so that freed tensors leave the
+process) measures the rise of peak resident memory (VmHWM) over the resident memory just
 before loading, for interp's ``from_pretrained`` and for two peers: the naive load (read
 the whole checkpoint with ``safetensors.torch.load_file``, then build the model from it),
 which is what TransformerLens issue #252 measures at 2x, and ``transformers``' own
@@ -136,10 +137,16 @@ def measure(
     """Peak resident-memory rise of loading ``folder`` one way (in ``dtype``, else the way's
     default), in a fresh process that has loaded the small ``warm_up_folder`` the same way
     first; with its ratio to the loaded model's and to the checkpoint's size."""
-    # One thread and one malloc arena: with several, which thread frees a buffer (and so
-    # which arena can reuse it) depends on scheduling, and the peak varied by a few MB from
-    # run to run on a busy machine; the loader's own peak does not depend on threads.
-    environment = os.environ | {"OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "1"}
+    # The measured process runs one thread, one malloc arena and a fixed mmap threshold, so
+    # that every tensor is its own map, returned to the kernel when freed: its resident memory
+    # then follows the live tensors. With glibc's defaults the freed tensors stay in a heap
+    # whose fragmentation varied from run to run (the same load peaked at 0.75x or 0.95x the
+    # checkpoint on a busy machine), which measured glibc, not the loader.
+    environment = os.environ | {
+        "OMP_NUM_THREADS": "1",
+        "MALLOC_ARENA_MAX": "1",
+        "MALLOC_MMAP_THRESHOLD_": "131072",
+    }
     result = subprocess.run(
         [sys.executable, "-c", MEASURE, str(folder), str(warm_up_folder), how]
         + ([dtype] if dtype else []),
