@@ -49,6 +49,7 @@ class FrozenForward:
     def __init__(self, replacement: ReplacementModel, tokens: Tensor) -> None:
         self.replacement, self.tokens = replacement, tokens
         self.clean: dict[str, Tensor] = {}
+        self.without: dict[int, Tensor] = {}  # target -> its value in the frozen run
         names = [
             n for n in replacement.model.hook_dict
             if n.endswith(("hook_pattern", "hook_scale", "attn.hook_z"))
@@ -171,5 +172,6 @@ def oracle_edge(frozen: FrozenForward, graph: Any, target: int, source: int, rem
     with_source = target_value(
         replacement, graph, target, *frozen.run(removed, at_outputs, at_embed)
     )
-    without = target_value(replacement, graph, target, *frozen.run(removed, {}, None))
-    return float(with_source - without)
+    if target not in frozen.without:  # without the source: the same whatever is removed
+        frozen.without[target] = target_value(replacement, graph, target, *frozen.run((), {}, None))
+    return float(with_source - frozen.without[target])
