@@ -21,8 +21,10 @@ Example:
 """
 
 from interp.circuits.attention import (
+    AttentionAnnotations,
     HeadLoadings,
     QKAttribution,
+    annotate_attention,
     head_loadings,
     qk_attribution,
 )
@@ -47,6 +49,7 @@ from interp.circuits.transcoders import TranscoderSet, list_transcoders, load_tr
 from interp.circuits.view import graph_view
 
 __all__ = [
+    "AttentionAnnotations",
     "CrossLayerTranscoder",
     "CustomTarget",
     "Graph",
@@ -57,6 +60,7 @@ __all__ = [
     "QKAttribution",
     "ReplacementModel",
     "TranscoderSet",
+    "annotate_attention",
     "attribute",
     "compute_graph_scores",
     "compute_partial_influences",
