@@ -131,6 +131,9 @@ def test_bad_head_loading_calls_are_refused() -> None:
     )  # fmt: skip
     with pytest.raises(ValueError, match="custom attribution target"):
         head_loadings(model, custom, custom.adjacency_matrix.shape[0] - 1, 0)
+    with model.model.hooks([("blocks.0.hook_resid_pre", lambda value, hook: None)]):
+        with pytest.raises(ValueError, match="written-out backward pass"):
+            head_loadings(model, g, n_nodes - 1, 0)
     other = attribute("JULIET:\nO", model, max_feature_nodes=4, batch_size=64)
     other.input_tokens = g.input_tokens[: len(other.input_tokens)]  # not its prompt any more
     with pytest.raises(ValueError, match="active features"):

@@ -84,6 +84,7 @@ class FrozenRun:
                 handle.remove()
         self.run: LinearizedRun = run
         run.outputs.clear(), run.embed.clear()  # the autograd graph; values stay
+        run.inputs[:] = [x.detach() for x in run.inputs]
         self._check_features()
         n_active = len(self.sources.active)
         n_rest = (self.n_layers + 1) * self.n_pos  # errors and tokens
