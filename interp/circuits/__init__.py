@@ -16,8 +16,18 @@ Example:
     >>> path = create_graph_files(graph, "romeo", folder)  # Neuronpedia's graph JSON
     >>> page = graph_view(graph, replacement).save(f"{folder}/romeo.html")  # offline viewer
     >>> logits, activations = replacement.feature_intervention(prompt, [(3, 5, 0, 0.0)])
+    >>> loadings = head_loadings(replacement, graph, target=len(graph.adjacency_matrix) - 1)
+    >>> qk = qk_attribution(replacement, graph, layer=2, head=1, query_pos=20, key_pos=7)
 """
 
+from interp.circuits.attention import (
+    AttentionAnnotations,
+    HeadLoadings,
+    QKAttribution,
+    annotate_attention,
+    head_loadings,
+    qk_attribution,
+)
 from interp.circuits.attribution import CustomTarget, attribute, ensure_tokenized
 from interp.circuits.cross_layer import CrossLayerTranscoder, load_cross_layer_transcoder
 from interp.circuits.graph import (
@@ -39,14 +49,18 @@ from interp.circuits.transcoders import TranscoderSet, list_transcoders, load_tr
 from interp.circuits.view import graph_view
 
 __all__ = [
+    "AttentionAnnotations",
     "CrossLayerTranscoder",
     "CustomTarget",
     "Graph",
+    "HeadLoadings",
     "Intervention",
     "LogitTarget",
     "PruneResult",
+    "QKAttribution",
     "ReplacementModel",
     "TranscoderSet",
+    "annotate_attention",
     "attribute",
     "compute_graph_scores",
     "compute_partial_influences",
@@ -55,8 +69,10 @@ __all__ = [
     "feature_intervention",
     "feature_intervention_generate",
     "graph_view",
+    "head_loadings",
     "list_transcoders",
     "load_cross_layer_transcoder",
     "load_transcoders",
     "prune_graph",
+    "qk_attribution",
 ]

@@ -106,6 +106,9 @@ class Graph:
         # The model's tokenizer, which create_graph_files decodes the prompt with (attribute
         # sets it; not saved by to_pt, so a loaded graph decodes with cfg.tokenizer_name's).
         self.tokenizer = tokenizer
+        # Head loadings and QK attributions (interp.circuits.attention.annotate_attention),
+        # saved by to_pt and written by create_graph_files when set.
+        self.attention: Any = None
 
     @property
     def n_layers(self) -> int:
@@ -126,6 +129,8 @@ class Graph:
         state = {name: getattr(self, name) for name in _SAVED_FIELDS}
         state["logit_targets"] = [tuple(target) for target in self.logit_targets]
         state["vocab_size"], state["scan"] = self.vocab_size, self.scan
+        if self.attention is not None:
+            state["attention"] = self.attention.to_state()
         torch.save(state, path)
 
     @staticmethod
@@ -146,7 +151,13 @@ class Graph:
             )
         if isinstance(state.get("logit_targets"), Tensor):  # circuit-tracer's older files
             state["logit_targets"] = [LogitTarget("", int(i)) for i in state["logit_targets"]]
-        return Graph(**state)
+        attention = state.pop("attention", None)
+        graph = Graph(**state)
+        if attention is not None:
+            from interp.circuits.attention.annotations import AttentionAnnotations
+
+            graph.attention = AttentionAnnotations.from_state(attention)
+        return graph
 
     def __repr__(self) -> str:
         return (

@@ -241,6 +241,9 @@ def create_graph_files(
         "schema_version": SCHEMA_VERSION,
     }
     document = {"metadata": metadata, "qParams": QPARAMS, "nodes": used_nodes, "links": links}
+    if getattr(graph, "attention", None) is not None:  # annotate_attention's; optional field
+        kept = {(link["source"], link["target"]) for link in links}
+        document["attention"] = graph.attention.to_json(graph, kept)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{slug}.json"
     path.write_text(json.dumps(document, indent=2, ensure_ascii=False), encoding="utf-8")

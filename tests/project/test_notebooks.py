@@ -25,6 +25,7 @@ EXPECTED = [
     "08_dashboard.ipynb",
     "09_model_families.ipynb",
     "10_circuit_tracing.ipynb",
+    "11_attention_circuits.ipynb",
 ]
 # A guard against a hung kernel, not a speed test: each notebook takes well under a minute.
 NOTEBOOK_TIMEOUT_S = 300
