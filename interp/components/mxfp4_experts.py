@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from interp.components.activations import ACTIVATIONS
 from interp.components.moe_gpt_oss import GptOssExpert
-from interp.components.mxfp4 import SCALE_BIAS, VALUES_PER_BLOCK, dequantize_mxfp4
+from interp.components.mxfp4 import SCALE_BIAS, VALUES_PER_BLOCK, dequantize_rows
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookPoint
 
@@ -74,12 +74,16 @@ class MXFP4GptOssExpert(nn.Module):
         self.hook_gate = HookPoint()  # [*tokens, d_mlp]
         self.hook_pre = HookPoint()  # [*tokens, d_mlp]
         self.hook_post = HookPoint()  # [*tokens, d_mlp]
+        self._no_tokens = False
 
     def dequantized(self, name: str) -> Float[Tensor, "columns rows"]:
         """Weight ``name`` ("W_gate", "W_in" or "W_out") in the biases' dtype:
         [d_model, d_mlp] for W_gate and W_in, [d_mlp, d_model] for W_out."""
         blocks, scales = getattr(self, f"{name}_blocks"), getattr(self, f"{name}_scales")
-        return dequantize_mxfp4(blocks, scales, self.b_out.dtype)
+        if self._no_tokens:  # no token routed here: only the shape matters, none is read
+            columns = blocks.shape[1] * VALUES_PER_BLOCK
+            return self.b_out.new_zeros(()).expand(columns, blocks.shape[0])
+        return dequantize_rows(blocks, scales, self.b_out.dtype)
 
     @property
     def W_gate(self) -> Float[Tensor, "d_model d_mlp"]:
@@ -93,8 +97,14 @@ class MXFP4GptOssExpert(nn.Module):
     def W_out(self) -> Float[Tensor, "d_mlp d_model"]:
         return self.dequantized("W_out")
 
-    # The same operations on the same values as an expert dequantized at load.
-    forward = GptOssExpert.forward
+    def forward(self, x: Float[Tensor, "*tokens d_model"]) -> Float[Tensor, "*tokens d_model"]:
+        """``GptOssExpert.forward`` itself: the same operations on the same values as an
+        expert dequantized at load. An expert no token chose dequantizes nothing."""
+        self._no_tokens = x.numel() == 0
+        try:
+            return GptOssExpert.forward(self, x)
+        finally:
+            self._no_tokens = False
 
 
 def quantized_bytes(module: nn.Module) -> int:

@@ -132,8 +132,11 @@ class ModelLoadingMixin:
                 model_class=cls,
                 dequantize_experts=dequantize_experts,
             )
-        if placement is not None and model.device_map != placement(model):
-            model.place_modules(placement(model))  # a loader that placed on one device
+        if placement is not None:  # a loader that placed all on one device: moved now
+            planned = placement(model)  # the plan the load followed (or made now)
+            wanted = {name: planned[name] for name in model.device_map}
+            if model.device_map != wanted:
+                model.place_modules(wanted)
         if default_prepend_bos is not None:
             model.cfg.default_prepend_bos = default_prepend_bos
         return model
@@ -257,4 +260,11 @@ def _placement(
             "move_to_device=False keeps the weights on the CPU, but n_devices/device_map "
             "place them; drop one of them."
         )
-    return lambda model: resolve_device_map(model, device_map, n_devices, device, max_memory)
+    plans: list[dict[str, str]] = []  # made once, on the model built on the meta device
+
+    def plan(model: Any) -> dict[str, str]:
+        if not plans:
+            plans.append(resolve_device_map(model, device_map, n_devices, device, max_memory))
+        return plans[0]
+
+    return plan

@@ -119,3 +119,30 @@ def test_saved_and_loaded_again_the_experts_stay_mxfp4(models, tmp_path):
     assert again.blocks[0].mlp.experts[0].W_in_blocks.dtype == torch.uint8
     with torch.no_grad():
         assert torch.equal(again(tokens()), kept(tokens()))
+
+
+def test_experts_no_token_chose_dequantize_nothing_and_hook_empty_rows(models, monkeypatch):
+    """Every token routed to experts 0 and 1: experts 2 and 3 see [0, d_mlp] in their hooks,
+    as in the dequantized model, without dequantizing a weight."""
+    from interp.components import mxfp4_experts
+
+    def first_two(indices, hook):
+        return torch.stack(
+            [torch.zeros_like(indices[..., 0]), torch.ones_like(indices[..., 0])], -1
+        )
+
+    hooks = [(f"blocks.{layer}.mlp.hook_expert_indices", first_two) for layer in (0, 1)]
+    kept, dequantized = models
+    calls = []
+    original = mxfp4_experts.dequantize_rows
+    monkeypatch.setattr(
+        mxfp4_experts, "dequantize_rows", lambda *args: calls.append(1) or original(*args)
+    )
+    names = lambda name: "experts.3.hook_post" in name or name.endswith("hook_resid_post")  # noqa: E731
+    with torch.no_grad(), kept.hooks(fwd_hooks=hooks), dequantized.hooks(fwd_hooks=hooks):
+        logits, cache = kept.run_with_cache(tokens(), names_filter=names)
+        expected, expected_cache = dequantized.run_with_cache(tokens(), names_filter=names)
+    assert len(calls) == 2 * 2 * 3  # layers, chosen experts, weights
+    assert cache["blocks.1.mlp.experts.3.hook_post"].shape == (0, 32)
+    assert torch.equal(logits, expected)
+    assert all(torch.equal(cache[name], expected_cache[name]) for name in expected_cache)

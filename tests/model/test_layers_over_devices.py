@@ -188,3 +188,24 @@ def test_half_the_blocks_on_the_gpu_half_on_the_cpu(folders, family):
     assert torch.equal(
         generated.cpu(), one.generate(prompt, max_new_tokens=5, do_sample=False, verbose=False)
     )
+
+
+@cuda
+def test_other_loaders_and_stacked_weights_follow_the_map(folders, tmp_path):
+    """An interp folder (loaded, then placed) and ``hf_model`` (placed, moved, placed again)
+    end where the map says; ``model.W_Q`` stacks the blocks' weights on the first device."""
+    import transformers
+
+    device_map = {"embed": "cuda:0", "blocks.0": "cuda:0", "blocks": "cpu", "unembed": "cpu"}
+    one = HookedTransformer.from_pretrained_no_processing(folders["llama"], tokenizer=None)
+    saved = one.save(tmp_path / "native")
+    hf_model = transformers.LlamaForCausalLM.from_pretrained(folders["llama"])
+    for laid in (
+        HookedTransformer.from_pretrained_no_processing(saved, device_map=device_map),
+        HookedTransformer.from_pretrained_no_processing(
+            folders["llama"], hf_model=hf_model, device_map=device_map, tokenizer=None
+        ),
+    ):
+        assert laid.device_map["blocks.0"] == "cuda:0" and laid.device_map["blocks.1"] == "cpu"
+        assert laid.W_Q.device == torch.device("cuda:0")
+        torch.testing.assert_close(laid(TOKENS).cpu(), one(TOKENS), atol=1e-4, rtol=1e-4)
