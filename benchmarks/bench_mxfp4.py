@@ -144,10 +144,14 @@ def main(argv: list[str] | None = None) -> list[str]:
         name: figures["peak"] - (0 if args.device.startswith("cuda") else figures["before"])
         for name, figures in (("kept", kept), ("dequantized", dequantized))
     }
+    total = {
+        "kept": kept["resident"] + forward["kept"],
+        "dequantized": dequantized["resident"] + forward["dequantized"],
+    }
     what = (
         "peak of a forward (model included)"
         if args.device.startswith("cuda")
-        else ("peak rise of a forward over the loaded model")
+        else "peak rise of a forward over the loaded model"
     )
     lines = [
         f"MXFP4 experts kept against dequantized at load ({args.device}, bf16, "
@@ -160,6 +164,15 @@ def main(argv: list[str] | None = None) -> list[str]:
         f"  {what}: {forward['kept'] / 2**20:.1f} MiB against "
         f"{forward['dequantized'] / 2**20:.1f} MiB = "
         f"{forward['kept'] / max(forward['dequantized'], 1):.2f}x",
+        *(
+            []
+            if args.device.startswith("cuda")
+            else [
+                f"  the model plus that peak: {total['kept'] / 2**20:.1f} MiB against "
+                f"{total['dequantized'] / 2**20:.1f} MiB = "
+                f"{total['kept'] / total['dequantized']:.2f}x"
+            ]
+        ),
         f"  forward time: {kept['seconds'] * 1e3:.1f} ms against "
         f"{dequantized['seconds'] * 1e3:.1f} ms = {kept['seconds'] / dequantized['seconds']:.2f}x",
         f"  logits {'bit-equal' if same else 'DIFFER'}",
