@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -64,8 +66,6 @@ def test_balanced_plans_are_contiguous_and_no_split_is_lighter(n_blocks, n_devic
     size = dict(items)
     heaviest = max(sum(size[n] for n in run) for run in runs)
     # Against every split of the blocks into contiguous runs (brute force).
-    import itertools
-
     best = min(
         max(
             sum(size[name] for name, _ in items[a:b])
