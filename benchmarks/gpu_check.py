@@ -14,7 +14,13 @@ On a CUDA device it runs, and summarises in a few lines:
    written-out backward pass against autograd's (time, largest difference);
 5. the benchmark (``bench_families.py``) on CUDA in fp32 and bf16: forward against HF sdpa,
    ``run_with_cache`` of every hook against the forward, the patching sweep against
-   TransformerLens, and the peak GPU memory of a full cache.
+   TransformerLens, and the peak GPU memory of a full cache;
+6. layers over devices: a GPT-NeoX, a Llama (rotary, grouped keys) and a BLOOM (ALiBi) with
+   the embedding and the first half of the blocks on ``cuda:0``, the rest on the CPU
+   (``device_map``): logits, every cached activation (gathered with ``device="cpu"``), the
+   loss and KV-cache generation against the all-CPU model;
+7. MXFP4 experts (``bench_mxfp4.py``) on CUDA: kept against dequantized at load, the
+   model's bytes and the peak memory of a forward as ratios, logits bit-equal.
 
 Without CUDA it says so and exits 0. ``--device cpu --quick`` runs the same code on the CPU
 with tiny benchmark shapes (the tests do, so the script cannot rot). Usage::
@@ -168,6 +174,63 @@ def circuits(device: str, quick: bool, lines: list[str]) -> bool:
     return ok
 
 
+def layers_over_devices(device: str, lines: list[str]) -> bool:
+    """Each case with the embedding and blocks ``[0, n/2)`` on ``device``, the other blocks,
+    ``ln_final`` and ``unembed`` on the CPU, against the same checkpoint all on the CPU
+    (fp32): logits, every hook of a left-padded batch (gathered to the CPU), the loss, and
+    greedy KV-cache generation. On the CPU (the dry run) both halves are on the CPU."""
+    from interp import HookedTransformer
+    from tests.loading import test_families2_parity, test_families_parity
+
+    cases = {
+        "neox-sequential-half-rotary-no-bias": test_families_parity,
+        "llama-gqa2-llama3-rope": test_families_parity,
+        "bloom-alibi-4-heads-untied": test_families2_parity,
+    }
+    ok = True
+    for name, module in cases.items():
+        with tempfile.TemporaryDirectory() as folder, torch.no_grad():
+            module.saved(folder, name)
+            load = HookedTransformer.from_pretrained_no_processing
+            one = load(folder, device="cpu", tokenizer=None)
+            half = one.cfg.n_layers // 2
+            device_map = {"embed": device, "blocks": "cpu", "unembed": "cpu"}
+            device_map |= {f"blocks.{index}": device for index in range(half)}
+            laid = load(folder, device_map=device_map, tokenizer=None)
+            ids = module.tokens()
+            mask = torch.ones_like(ids)
+            mask[-1, :3] = 0  # left padding: the mask and the positions cross the boundary
+            logits, cache = laid.run_with_cache(ids, attention_mask=mask, device="cpu")
+            expected, expected_cache = one.run_with_cache(ids, attention_mask=mask)
+            logits_gap = (logits.cpu() - expected).abs().max().item()
+            cache_gap = max(
+                ((cache[hook] - value).abs().max() / value.abs().max().clamp(min=1e-6)).item()
+                for hook, value in expected_cache.items()
+            )
+            same_places = all(value.device.type == "cpu" for value in cache.values())
+            loss_gap = abs(laid(ids, return_type="loss").item() - one(ids, return_type="loss"))
+            prompt = ids[:1, :5]
+            generated = laid.generate(prompt, max_new_tokens=6, do_sample=False, verbose=False)
+            same_generation = torch.equal(
+                generated.cpu(),
+                one.generate(prompt, max_new_tokens=6, do_sample=False, verbose=False),
+            )
+        case_ok = (
+            logits_gap <= 1e-4
+            and cache_gap <= 1e-4
+            and loss_gap <= 1e-5
+            and same_places
+            and same_generation
+        )
+        ok &= case_ok
+        lines.append(
+            f"  {'ok  ' if case_ok else 'FAIL'} {name:<38} {sorted(set(laid.device_map.values()))}"
+            f": logits {logits_gap:.1e}, cache (relative) {cache_gap:.1e}, loss {loss_gap:.1e}, "
+            f"generate {'same' if same_generation else 'DIFFERS'}"
+        )
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu for a dry run")
@@ -188,6 +251,14 @@ def main(argv: list[str] | None = None) -> int:
     ok &= flash_attention(args.device, lines)
     lines.append("circuit tracing:")
     ok &= circuits(args.device, args.quick, lines)
+    lines.append("layers over devices (one process, device_map):")
+    ok &= layers_over_devices(args.device, lines)
+    if args.device.startswith("cuda"):
+        import bench_mxfp4
+
+        mxfp4 = bench_mxfp4.main(["--device", args.device] + (["--smoke"] if args.quick else []))
+        ok &= mxfp4[-1].strip() == "logits bit-equal"
+        lines += mxfp4
 
     import bench_families
 

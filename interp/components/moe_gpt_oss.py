@@ -70,7 +70,10 @@ class GptOssMoE(MoE):
         cfg = HookedTransformerConfig.unwrap(cfg)
         super().__init__(cfg)
         self.b_gate = nn.Parameter(torch.zeros(cfg.num_experts, dtype=cfg.dtype))
-        self.experts = nn.ModuleList(GptOssExpert(cfg, cfg.d_mlp) for _ in range(cfg.num_experts))
+        expert = GptOssExpert
+        if cfg.experts_mxfp4:  # weights kept in MXFP4, dequantized in the forward
+            from interp.components.mxfp4_experts import MXFP4GptOssExpert as expert
+        self.experts = nn.ModuleList(expert(cfg, cfg.d_mlp) for _ in range(cfg.num_experts))
 
     def route(
         self, x: Float[Tensor, "batch pos d_model"]

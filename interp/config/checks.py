@@ -49,7 +49,6 @@ ATTENTION_DIRECTIONS = ("causal", "bidirectional")
 # off, such as rotary_base without rotary embeddings, are inert in TransformerLens too.)
 _ONLY_SUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "init_mode": (("gpt2",), "initialisation other than GPT-2's"),
-    "n_devices": ((1,), "multi-device splitting"),
     "scale_attn_by_inverse_layer_idx": ((False,), "attention scaled by 1/layer"),
     "final_rms": ((False,), "RMS final norm after layer-norm blocks"),
     "load_in_4bit": ((False,), "4-bit weights"),
@@ -96,6 +95,7 @@ _BOOLS = tuple(
     "use_attn_sinks",
     "norm_topk_prob",
     "expert_weights_in_float32",
+    "experts_mxfp4",
 )
 
 
@@ -167,6 +167,7 @@ def resolve_heads(cfg: HookedTransformerConfig) -> None:
         cfg.d_head = cfg.d_model // cfg.n_heads
     for name in _POSITIVE_INTS:
         _check_positive(cfg, name)
+    _check_positive(cfg, "n_devices")  # blocks split over that many devices (one process)
     if cfg.d_mlp is not None:
         _check_positive(cfg, "d_mlp")
     for name in ("d_vocab", "d_vocab_out"):

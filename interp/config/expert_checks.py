@@ -77,3 +77,20 @@ def check_gpt_oss_experts(cfg: HookedTransformerConfig) -> None:
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a positive number, got {value!r}.")
+
+
+def check_mxfp4_experts(cfg: HookedTransformerConfig) -> None:
+    """``experts_mxfp4`` needs gpt-oss's experts and sizes that are whole MXFP4 blocks."""
+    if not cfg.experts_mxfp4:
+        return
+    if cfg.experts_swiglu_limit is None:
+        raise ValueError(
+            "experts_mxfp4=True keeps gpt-oss's experts in MXFP4, but experts_swiglu_limit=None "
+            "is not gpt-oss's mixture of experts; set experts_swiglu_limit (7.0 for gpt-oss), "
+            "or experts_mxfp4=False."
+        )
+    if cfg.d_model % 32 or cfg.d_mlp % 32:
+        raise ValueError(
+            f"experts_mxfp4=True needs d_model ({cfg.d_model}) and d_mlp ({cfg.d_mlp}) to be "
+            "multiples of 32 (one MXFP4 scale a block of 32 values); set experts_mxfp4=False."
+        )

@@ -21,7 +21,11 @@ from interp.config.checks import (
     resolve_heads,
     resolve_init_range,
 )
-from interp.config.expert_checks import check_experts, check_gpt_oss_experts
+from interp.config.expert_checks import (
+    check_experts,
+    check_gpt_oss_experts,
+    check_mxfp4_experts,
+)
 from interp.utils.dtypes import parse_dtype
 
 __all__ = ["HookedTransformerConfig", "preset_config"]
@@ -208,6 +212,10 @@ class HookedTransformerConfig:
     # themselves, experts (clamp(up, +-limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit).
     experts_swiglu_limit: float | None = None
     experts_swiglu_alpha: float = 1.702
+    # interp's own: gpt-oss's experts kept in MXFP4 (interp.components.mxfp4_experts): each
+    # expert's W_gate/W_in/W_out stored as uint8 blocks and scales (about a quarter of bf16's
+    # bytes) and dequantized per expert in the forward, to the same numbers as at load.
+    experts_mxfp4: bool = False
     # interp's own, mixture-of-experts routing as Hugging Face's (see interp.components.moe):
     # whether the top-k router probabilities are renormalised to sum to 1 (Mixtral: always;
     # Qwen-MoE and OLMoE: their norm_topk_prob), whether they scale the experts' outputs in
@@ -235,6 +243,7 @@ class HookedTransformerConfig:
         check_blocks(self)
         check_experts(self)
         check_gpt_oss_experts(self)
+        check_mxfp4_experts(self)
         check_attention(self)
         check_rotary(self)
         resolve_init_range(self)

@@ -19,7 +19,9 @@ import pickle
 import re
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -456,12 +458,16 @@ def build_model(
     """
     device = check_device(device if device is not None else "cpu")
     # The meta device allocates nothing; seed and device only matter for real tensors.
-    seed, cfg.seed, cfg.device = cfg.seed, None, None
+    seed, cfg.seed, cfg.device, cfg.n_devices = cfg.seed, None, None, 1
     try:
         with torch.device("meta"):
             model = model_class(cfg, tokenizer=tokenizer)
     finally:
         cfg.seed = seed
+    # Laid over devices (``placed_by``): each module's device, checked before any tensor
+    # is read; else every tensor on ``device``.
+    plan = _PLACEMENT.get()
+    plan = plan(model) if plan is not None else {}
     # TransformerLens's attention buffers (a model's state_dict() holds them) are checked,
     # not placed: the model computes them.
     buffer_keys, buffers, placed = tl_buffer_keys(model), {}, {}
@@ -469,7 +475,7 @@ def build_model(
         if name in buffer_keys:
             buffers[name] = tensor
         else:
-            placed[name] = _placed(tensor, device, cfg.dtype, fresh)
+            placed[name] = _placed(tensor, _device_for(name, plan, device), cfg.dtype, fresh)
     try:
         check_model_tl_buffers(model, buffers)
     except ValueError as error:
@@ -477,8 +483,39 @@ def build_model(
     expected = {name: tuple(t.shape) for name, t in weights_state_dict(model).items()}
     check_names_and_shapes({name: tuple(t.shape) for name, t in placed.items()}, expected, what)
     model.load_state_dict(placed, strict=True, assign=True)
-    cfg.device = str(device)
+    cfg.device = next(iter(plan.values())) if plan else str(device)
+    cfg.n_devices = len(set(plan.values())) if plan else 1
     return model
+
+
+# The placement ``build_model`` follows: a function from the model (on the meta device) to
+# each top-level module's device; set by ``placed_by`` for one load.
+_PLACEMENT: ContextVar[Callable[[nn.Module], dict[str, str]] | None] = ContextVar(
+    "interp_placement", default=None
+)
+
+
+@contextmanager
+def placed_by(plan: Callable[[nn.Module], dict[str, str]]) -> Iterator[None]:
+    """Within this block, ``build_model`` places each module's tensors on the device
+    ``plan(model)`` gives it (``{"embed": "cuda:0", "blocks.0": "cuda:0", ...}``), computed
+    on the model built on the meta device, so a bad plan raises before any tensor is read.
+    ``HookedTransformer.from_pretrained(..., n_devices=, device_map=)`` uses it."""
+    token = _PLACEMENT.set(plan)
+    try:
+        yield
+    finally:
+        _PLACEMENT.reset(token)
+
+
+def _device_for(name: str, plan: dict[str, str], default: torch.device) -> torch.device | str:
+    """The device of the module in ``plan`` that holds tensor ``name`` (else ``default``)."""
+    module = name
+    while module:
+        if module in plan:
+            return plan[module]
+        module = module.rpartition(".")[0]
+    return default
 
 
 def _placed(tensor: Tensor, device: torch.device, dtype: torch.dtype, fresh: bool) -> Tensor:
@@ -486,6 +523,8 @@ def _placed(tensor: Tensor, device: torch.device, dtype: torch.dtype, fresh: boo
     slice of a fused checkpoint tensor, which would keep the rest alive)."""
     # One conversion straight into a contiguous buffer (a transposed bf16 lm_head becomes a
     # float32 W_U without an intermediate copy).
+    if not tensor.is_floating_point():  # MXFP4 blocks and scales stay uint8
+        dtype = tensor.dtype
     tensor = (
         tensor.detach()
         .to(device=device, dtype=dtype, copy=not fresh, memory_format=torch.contiguous_format)

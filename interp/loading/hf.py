@@ -158,10 +158,12 @@ def load_hf_folder(
     repo_id: str | None = None,
     *,
     model_class: type[nn.Module],
+    dequantize_experts: bool = False,
 ) -> Any:
     """A ``model_class`` (HookedTransformer or a subclass) from a Hugging Face checkpoint
     folder of a supported architecture (``SUPPORTED_ARCHITECTURES``), in float32 unless
-    ``dtype`` says otherwise.
+    ``dtype`` says otherwise. MXFP4 experts (gpt-oss) stay MXFP4 in memory unless
+    ``dequantize_experts`` (or the config's ``quantization_config.dequantize``).
 
     The model is named after ``repo_id`` (the hub repo the folder is a snapshot of) as
     TransformerLens names it (``"meta-llama/Llama-3.2-1B"`` -> ``"Llama-3.2-1B"``), else the
@@ -192,6 +194,9 @@ def load_hf_folder(
             f"{printable(folder)} has no config.json; it is not a checkpoint folder."
         )
     hf_config = read_config_json(config_path)
+    quantization = hf_config.get("quantization_config")
+    if dequantize_experts and isinstance(quantization, dict):
+        hf_config["quantization_config"] = quantization | dict(dequantize=True)
     what = f"The checkpoint in {printable(folder)}"
     family = family_for(hf_config)
     cfg = _checked_config(

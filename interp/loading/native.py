@@ -136,11 +136,15 @@ def load_native(
     tokenizer = tokenizer_from_dict(tokenizer_spec) if tokenizer_spec is not None else None
     # Build on the CPU (the meta device would cost seconds of first-use set-up in torch),
     # then take the saved tensors as they are, already on ``device``.
-    cfg.device = None
+    cfg.device, cfg.n_devices = None, 1  # saved laid over devices: loaded on ``device``
     model = model_class(cfg, tokenizer=tokenizer)
     expected = {name: tuple(t.shape) for name, t in weights_state_dict(model).items()}
     check_names_and_shapes(source.shapes, expected, printable(weights_path))
-    state_dict = {name: source.take(name).to(device=device, dtype=cfg.dtype) for name in expected}
+    state_dict = {
+        name: tensor.to(device=device, dtype=cfg.dtype if tensor.is_floating_point() else None)
+        for name in expected
+        for tensor in (source.take(name),)  # MXFP4 blocks and scales stay uint8
+    }
     model.load_state_dict(state_dict, assign=True)
     model.cfg.device = str(device) if device.type != "cpu" else None
     source.warn_non_finite(printable(weights_path))

@@ -71,6 +71,7 @@ def load_pretrained(
     hf_model: Any = None,
     *,
     model_class: type[nn.Module],
+    dequantize_experts: bool = False,
 ) -> Any:
     """A ``model_class`` (HookedTransformer or a subclass: ``from_pretrained`` passes its ``cls``,
     so a subclass loads as itself) from a folder written by ``model.save``, a Hugging Face
@@ -83,7 +84,9 @@ def load_pretrained(
     The processing flags are off here (``HookedTransformer.from_pretrained`` turns
     TransformerLens's on); a step the model cannot take (folding layer norms a model does not
     have) is skipped with a warning, as in TransformerLens. Hugging Face checkpoints load in
-    float32 unless ``dtype`` says otherwise; interp's own keep their saved dtype.
+    float32 unless ``dtype`` says otherwise; interp's own keep their saved dtype. gpt-oss's
+    MXFP4 experts stay MXFP4 (then ``fold_ln`` is skipped: it would rewrite them) unless
+    ``dequantize_experts``.
 
     Example:
         >>> import tempfile, transformers
@@ -135,6 +138,7 @@ def load_pretrained(
                 tokenizer=tokenizer,
                 repo_id=repo_id,
                 model_class=model_class,
+                dequantize_experts=dequantize_experts,
             )
     steps = dict(
         fold_ln=fold_ln,

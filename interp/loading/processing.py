@@ -59,6 +59,12 @@ def _fold_ln_problem(model: Any) -> str | None:
             f"fold_ln needs a model with layer norms or RMS norms (normalization_type "
             f"{cfg.normalization_type!r} has no weights to fold)"
         )
+    if cfg.experts_mxfp4:
+        return (
+            "fold_ln cannot fold ln2 into experts kept in MXFP4 (cfg.experts_mxfp4): their "
+            "weights are the checkpoint's 4-bit values; load with dequantize_experts=True to "
+            "fold"
+        )
     if cfg.normalization_type == "LN" and cfg.gated_mlp and not cfg.attn_only:
         biased = [i for i, block in enumerate(model.blocks) if block.ln2.b.any()]
         if biased:
@@ -156,9 +162,11 @@ def _fold_into(
     shape[d_model_axis] = -1
     if bias is not None and getattr(norm, "b", None) is not None:
         # [d_model] against [..., d_model, d_out]: sum over d_model
-        folded = torch.tensordot(norm.b.float(), weight.float().movedim(d_model_axis, 0), 1)
+        folded = torch.tensordot(
+            norm.b.float().to(weight.device), weight.float().movedim(d_model_axis, 0), 1
+        )
         bias.copy_(bias.float() + folded)
-    new_weight = applied_weight(norm).float().view(shape) * weight.float()
+    new_weight = applied_weight(norm).float().to(weight.device).view(shape) * weight.float()
     if center_weights:
         new_weight = new_weight - new_weight.mean(dim=d_model_axis, keepdim=True)
     weight.copy_(new_weight)

@@ -14,15 +14,19 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from interp.loading.checkpoint import placed_by
 from interp.loading.nanogpt import load_nanogpt
 from interp.loading.native import save_native
 from interp.loading.pretrained import load_pretrained
 from interp.loading.processing import process_weights
+from interp.utils.device_map import resolve_device_map
 
 if TYPE_CHECKING:
     from interp.model import HookedTransformer
@@ -63,6 +67,10 @@ class ModelLoadingMixin:
         default_padding_side: str | None = None,
         dtype: torch.dtype | str | None = None,
         first_n_layers: int | None = None,
+        *,
+        device_map: dict[str, Any] | str | None = None,
+        max_memory: dict[Any, int | str] | None = None,
+        dequantize_experts: bool = False,
     ) -> HookedTransformer:
         """A model from a TransformerLens name or hub id (``"gpt2-small"``, ``"gpt2"``,
         ``"gpt2-medium"``, ..., read from the Hugging Face cache when offline), a Hugging Face
@@ -75,6 +83,18 @@ class ModelLoadingMixin:
         per-position constant. ``from_pretrained_no_processing`` gives Hugging Face's numbers.
         See ``interp.loading.pretrained.load_pretrained``.
 
+        Layers over devices, in one process: ``n_devices=N`` puts contiguous blocks on
+        ``device`` (default ``"cuda"``) index 0 to N-1, balanced by bytes, the embedding on
+        the first and ``ln_final``/``unembed`` on the last; ``device_map`` names each
+        module's device (``{"embed": "cpu", "blocks.0": "cuda:0", ..., "unembed": "cpu"}``,
+        prefixes such as ``"blocks"`` allowed), or ``"auto"`` fills ``max_memory``'s devices
+        in order (``{"cuda:0": "20GiB", "cpu": "64GiB"}``). Each tensor is read straight onto
+        its device; the plan is checked before any is read. See ``interp.model.devices``.
+
+        gpt-oss's MXFP4 experts stay MXFP4 in memory (dequantized per expert in the forward,
+        the same numbers; ``fold_ln`` is then skipped with a warning); ``dequantize_experts=
+        True`` dequantizes them at load instead (about 3.7x the experts' bytes in bf16).
+
         Example:
             >>> import tempfile
             >>> folder = interp.load_model("shakespeare-char").save(tempfile.mkdtemp())
@@ -85,7 +105,6 @@ class ModelLoadingMixin:
         unsupported = {
             "checkpoint_index": (checkpoint_index, None),
             "checkpoint_value": (checkpoint_value, None),
-            "n_devices": (n_devices, 1),
             "first_n_layers": (first_n_layers, None),
             "default_padding_side": (default_padding_side, None),
         }
@@ -95,19 +114,29 @@ class ModelLoadingMixin:
                     f"from_pretrained({name}={value!r}) is not supported yet (interp loads the "
                     f"final GPT-2-family weights on one device); leave {name} at {default!r}."
                 )
-        model = load_pretrained(
-            model_name,
-            device=device if move_to_device else "cpu",
-            dtype=dtype,
-            fold_ln=fold_ln,
-            center_writing_weights=center_writing_weights,
-            center_unembed=center_unembed,
-            fold_value_biases=fold_value_biases,
-            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
-            tokenizer=tokenizer,
-            hf_model=hf_model,
-            model_class=cls,
-        )
+        placement = _placement(n_devices, device, device_map, max_memory, move_to_device)
+        if placement is not None:
+            device = "cpu"  # the modules the plan names go where it says
+        with placed_by(placement) if placement is not None else nullcontext():
+            model = load_pretrained(
+                model_name,
+                device=device if move_to_device else "cpu",
+                dtype=dtype,
+                fold_ln=fold_ln,
+                center_writing_weights=center_writing_weights,
+                center_unembed=center_unembed,
+                fold_value_biases=fold_value_biases,
+                refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+                tokenizer=tokenizer,
+                hf_model=hf_model,
+                model_class=cls,
+                dequantize_experts=dequantize_experts,
+            )
+        if placement is not None:  # a loader that placed all on one device: moved now
+            planned = placement(model)  # the plan the load followed (or made now)
+            wanted = {name: planned[name] for name in model.device_map}
+            if model.device_map != wanted:
+                model.place_modules(wanted)
         if default_prepend_bos is not None:
             model.cfg.default_prepend_bos = default_prepend_bos
         return model
@@ -200,3 +229,42 @@ class ModelLoadingMixin:
             fold_value_biases=fold_value_biases,
             refactor_factored_attn_matrices=refactor_factored_attn_matrices,
         )
+
+
+def _placement(
+    n_devices: int,
+    device: Any,
+    device_map: dict[str, Any] | str | None,
+    max_memory: dict[Any, int | str] | None,
+    move_to_device: bool,
+) -> Callable[[Any], dict[str, str]] | None:
+    """The plan ``from_pretrained`` loads by (module -> device, from the model built on the
+    meta device), or None for one device; the arguments' conflicts named first."""
+    if isinstance(n_devices, bool) or not isinstance(n_devices, int) or n_devices < 1:
+        raise ValueError(f"n_devices must be a positive integer, got {n_devices!r}.")
+    if device_map is None and max_memory is not None:
+        raise ValueError("max_memory goes with device_map='auto'; pass both, or neither.")
+    if device_map is None and n_devices == 1:
+        return None
+    if device_map is not None and n_devices != 1:
+        raise ValueError(
+            f"pass n_devices={n_devices} (blocks balanced over that many devices) or "
+            "device_map (each module's device), not both."
+        )
+    if device_map is not None and device is not None:
+        raise ValueError(
+            f"device={device!r} and device_map both say where the weights go; pass one."
+        )
+    if not move_to_device:
+        raise ValueError(
+            "move_to_device=False keeps the weights on the CPU, but n_devices/device_map "
+            "place them; drop one of them."
+        )
+    plans: list[dict[str, str]] = []  # made once, on the model built on the meta device
+
+    def plan(model: Any) -> dict[str, str]:
+        if not plans:
+            plans.append(resolve_device_map(model, device_map, n_devices, device, max_memory))
+        return plans[0]
+
+    return plan

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from interp.cache.kv_cache import KeyValueCache
 from interp.model.sampling import sample_next_token
+from interp.utils.device_map import module_device
 
 
 class GenerationMixin:
@@ -93,7 +94,9 @@ class GenerationMixin:
                 f"{tokens.shape[1]} prompt tokens + max_new_tokens={max_new_tokens} exceed "
                 f"n_ctx={self.cfg.n_ctx}; shorten the prompt or generate fewer tokens."
             )
-        generator = torch.Generator(self.device).manual_seed(seed) if seed is not None else None
+        # Laid over devices, the logits come from the unembedding's device.
+        logits_device = module_device(self.unembed, self.device)
+        generator = torch.Generator(logits_device).manual_seed(seed) if seed is not None else None
         eos = getattr(self.tokenizer, "eos_token_id", None)
         finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=self.device)
         kv_cache = KeyValueCache.empty(self.cfg.n_layers) if use_past_kv_cache else None
@@ -114,8 +117,11 @@ class GenerationMixin:
             else:
                 residual = self(tokens, attention_mask=all_mask, stop_at_layer=last_block)
             # Only the last position's logits are needed: [batch, d_vocab].
-            logits = self.unembed(self.ln_final(residual[:, -1:]))[:, -1]
+            last = residual[:, -1:].to(module_device(self.ln_final, residual.device))
+            last = self.ln_final(last)
+            logits = self.unembed(last.to(module_device(self.unembed, last.device)))[:, -1]
             next_token = sample_next_token(logits, do_sample, temperature, top_k, top_p, generator)
+            next_token = next_token.to(tokens.device)
             if stop_at_eos and eos is not None:
                 next_token = torch.where(finished, eos, next_token)
                 finished |= next_token == eos

@@ -22,12 +22,14 @@ from interp.components.tl_buffers import check_model_tl_buffers
 from interp.config import HookedTransformerConfig
 from interp.hooks import HookedRootModule, HookPoint, NamesFilter
 from interp.model.constructors import ModelLoadingMixin
+from interp.model.devices import DevicePlacementMixin
 from interp.model.generation import GenerationMixin
 from interp.model.loss import lm_cross_entropy_loss
 from interp.model.opt_in_hooks import OptInHooksMixin
 from interp.model.tokenization import PaddingSide, TokenizationMixin
 from interp.model.weight_views import WeightViewsMixin
 from interp.tokenizers import get_tokenizer
+from interp.utils.device_map import module_device
 from interp.utils.devices import check_device
 
 __all__ = ["HookedTransformer", "ReturnType", "TextOrTokens", "lm_cross_entropy_loss"]
@@ -43,6 +45,7 @@ class HookedTransformer(
     WeightViewsMixin,
     ModelLoadingMixin,
     OptInHooksMixin,
+    DevicePlacementMixin,
     HookedRootModule,
 ):
     """A GPT-2-style transformer with TransformerLens's hook names and parameter layout.
@@ -82,7 +85,9 @@ class HookedTransformer(
         self.unembed = Unembed(cfg)
         self.init_weights()
         self.setup()
-        if cfg.device is not None:
+        if cfg.n_devices > 1:  # TransformerLens's split of the blocks over the devices
+            self.move_model_modules_to_device()
+        elif cfg.device is not None:
             self.to(cfg.device)
 
     def to(self, *args: Any, **kwargs: Any) -> HookedTransformer:
@@ -92,7 +97,9 @@ class HookedTransformer(
         if isinstance(device, (str, torch.device)) or (
             isinstance(device, int) and not isinstance(device, bool)
         ):
-            check_device(device)
+            checked = check_device(device)
+            if self.cfg.n_devices > 1:  # laid over devices until now: on one from here
+                self.cfg.device, self.cfg.n_devices = str(checked), 1
         return super().to(*args, **kwargs)
 
     def cuda(self, device: torch.device | int | None = None) -> HookedTransformer:
@@ -196,6 +203,13 @@ class HookedTransformer(
         positions = self.token_positions(attention_mask, past_len, residual.shape[1], residual)
 
         for index in range(start, stop):
+            # Laid over devices: the residual and what goes with it move to the block's
+            # device, once per boundary (``to`` the same device returns the tensor itself).
+            device = module_device(self.blocks[index], residual.device)
+            if device != residual.device:
+                residual, shortformer_pos_embed, key_padding_mask, positions = _moved(
+                    device, residual, shortformer_pos_embed, key_padding_mask, positions
+                )
             residual = self.blocks[index](
                 residual,
                 shortformer_pos_embed,
@@ -205,15 +219,18 @@ class HookedTransformer(
             )
         if stop_at_layer is not None:
             return residual
-        residual = self.ln_final(residual)  # runs for return_type=None too, so its hooks fire
+        # runs for return_type=None too, so its hooks fire
+        residual = self.ln_final(residual.to(module_device(self.ln_final, residual.device)))
         if return_type is None:
             return None
 
-        logits = self.unembed(residual)  # [batch, pos, d_vocab]
+        # [batch, pos, d_vocab]
+        logits = self.unembed(residual.to(module_device(self.unembed, residual.device)))
         if return_type == "logits":
             return logits
         if tokens is None:
             raise ValueError("return_type='loss' with start_at_layer needs tokens=.")
+        tokens, attention_mask = _moved(logits.device, tokens, attention_mask)
         loss = lm_cross_entropy_loss(logits, tokens, attention_mask, loss_per_token)
         return loss if return_type == "loss" else (logits, loss)
 
@@ -386,3 +403,8 @@ class HookedTransformer(
                 return None
             needed = max(needed, int(match.group(1)) + 1)
         return None if needed == self.cfg.n_layers else needed
+
+
+def _moved(device: torch.device, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """Each tensor on ``device`` (None stays None)."""
+    return tuple(tensor if tensor is None else tensor.to(device) for tensor in tensors)

@@ -36,7 +36,9 @@ class WeightViewsMixin:
                 f"{name}; each expert has its own (blocks[i].mlp.experts[e].{name}), and the "
                 "router is blocks[i].mlp.W_gate."
             )
-        return torch.stack([operator.attrgetter(path)(block) for block in self.blocks])
+        # Laid over devices: stacked on the first block's device.
+        weights = [operator.attrgetter(path)(block) for block in self.blocks]
+        return torch.stack([weight.to(weights[0].device) for weight in weights])
 
     @property
     def W_E(self) -> Float[Tensor, "d_vocab d_model"]:

@@ -38,4 +38,6 @@ def test_cpu_dry_run_reports_every_case():
         assert row is not None, f"no row for {name} in:\n{summary}"
         assert float(row.group(1)) <= 1e-4 and row.group(2) == "same", row.group(0)
     assert summary.count("plain forward: interp / HF (sdpa)") == 2  # fp32 and bf16
+    over_devices = summary.split("layers over devices")[1].splitlines()[1:4]
+    assert all(row.startswith("  ok ") and "generate same" in row for row in over_devices)
     assert summary.rstrip().splitlines()[-1].startswith(("ALL OK", "SOME CHECKS FAILED"))

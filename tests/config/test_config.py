@@ -142,7 +142,6 @@ def test_initializer_range_is_init_range():
     [
         ("final_rms", True, "False"),
         ("scale_attn_by_inverse_layer_idx", True, "False"),
-        ("n_devices", 2, "1"),
         ("init_mode", "xavier_uniform", "'gpt2'"),
         ("relative_attention_num_buckets", 32, "None"),
         ("load_in_4bit", True, "False"),

@@ -124,7 +124,7 @@ def test_transformer_lens_names_resolve_to_hub_ids(alias, hub_id, folder, monkey
 
 @pytest.mark.parametrize(
     ("argument", "value"),
-    [("n_devices", 2), ("checkpoint_index", 3), ("first_n_layers", 1)],
+    [("checkpoint_index", 3), ("first_n_layers", 1)],
 )
 def test_unsupported_transformer_lens_arguments_are_named(folder, argument, value):
     with pytest.raises(ValueError) as error:

@@ -44,3 +44,20 @@ def test_mismatched_blocks_and_scales_are_named():
     blocks, scales = random_mxfp4(experts=1, rows=4, n_blocks=2)
     with pytest.raises(ValueError, match=r"blocks of shape \(1, 4, 2, 16\) and scales of shape"):
         dequantize_mxfp4(blocks, scales[..., :1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_per_expert_table_equals_the_dequantizer_on_every_scale_and_byte(dtype):
+    """``dequantize_rows`` (a table look-up, used in the forward of experts kept in MXFP4)
+    against ``dequantize_mxfp4`` on all 256 scales times all 256 bytes, bit for bit (signed
+    zeros, and the NaN and inf of exponents past the dtype's range, included)."""
+    from interp.components.mxfp4 import dequantize_rows
+
+    every_byte = torch.arange(256, dtype=torch.uint8).view(1, 16, 16)
+    blocks = every_byte.expand(256, 16, 16).contiguous()  # [rows, n_blocks, 16]
+    scales = torch.arange(256, dtype=torch.uint8)[:, None].expand(256, 16).contiguous()
+    ours = dequantize_rows(blocks, scales, dtype)
+    expected = dequantize_mxfp4(blocks[None], scales[None], dtype)[0]
+    assert ours.is_contiguous() and ours.shape == expected.shape == (512, 256)
+    bits = torch.int32 if dtype == torch.float32 else torch.int16
+    assert torch.equal(ours.view(bits), expected.view(bits))

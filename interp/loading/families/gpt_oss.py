@@ -7,8 +7,12 @@ The experts are fused per layer: ``gate_up_proj`` [experts, d_model, 2 d_mlp] wi
 gate and up columns interleaved (gate at even columns, up at odd ones, as Hugging Face's
 ``GptOssExperts._apply_gate`` reads them), ``down_proj`` [experts, d_mlp, d_model], and
 their biases. The published checkpoints store both weights in MXFP4
-(``*_blocks``/``*_scales``, ``quantization_config.quant_method: "mxfp4"``); they are
-dequantized as they are read (``interp.loading.mxfp4``), one tensor at a time.
+(``*_blocks``/``*_scales``, ``quantization_config.quant_method: "mxfp4"``); they stay MXFP4
+in memory (``cfg.experts_mxfp4``: each expert's rows of the blocks and scales, dequantized in
+its forward, ``interp.components.mxfp4_experts``), unless ``quantization_config.dequantize``
+is true (transformers' ``Mxfp4Config(dequantize=True)``; ``from_pretrained(...,
+dequantize_experts=True)`` sets it): then they are dequantized as they are read
+(``interp.components.mxfp4``), one tensor at a time, to the same numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from torch import Tensor
 
+from interp.components.mxfp4 import VALUES_PER_BLOCK, dequantize_mxfp4
 from interp.config import HookedTransformerConfig
 from interp.loading.families.base import Convert, Family, Row
 from interp.loading.families.config_fields import (
@@ -41,7 +46,6 @@ from interp.loading.families.converters import (
     zeros,
 )
 from interp.loading.families.llama import LLAMA_DEFAULTS, llama_like_config
-from interp.loading.mxfp4 import VALUES_PER_BLOCK, dequantize_mxfp4
 
 # GptOssConfig's defaults (transformers 5), for fields a config.json leaves out.
 DEFAULTS = LLAMA_DEFAULTS | dict(
@@ -114,6 +118,7 @@ def config(values: dict[str, Any]) -> dict[str, Any]:
             experts_swiglu_alpha=positive_number(values, "swiglu_alpha", 1.702),
             use_attn_sinks=True,
             rmsnorm_weight_in_float32=True,  # GptOssRMSNorm multiplies in float32, then casts
+            experts_mxfp4=kept_mxfp4(values, fields["d_model"], fields["d_mlp"]),
         )
     )
 
@@ -213,6 +218,55 @@ def _mxfp4_rows(
     ]
 
 
+def _kept_mxfp4_rows(
+    hf: str, ours: str, name: str, n_experts: int, rows: int, columns: int
+) -> list[Row]:
+    """The ``*_blocks`` and ``*_scales`` rows of an MXFP4 expert weight kept in MXFP4: each
+    expert's rows (gate_up_proj's even rows are W_gate's, its odd rows W_in's)."""
+    n_blocks = columns // VALUES_PER_BLOCK
+
+    def split(kind: str) -> Convert:
+        def convert(tensor: Tensor) -> dict[str, Tensor]:  # [experts, rows, n_blocks, ...]
+            converted = {}
+            for expert in range(n_experts):
+                prefix = f"{ours}experts.{expert}."
+                if name == "gate_up_proj":
+                    converted[f"{prefix}W_gate_{kind}"] = tensor[expert, 0::2]
+                    converted[f"{prefix}W_in_{kind}"] = tensor[expert, 1::2]
+                else:
+                    converted[f"{prefix}W_out_{kind}"] = tensor[expert]
+            return converted
+
+        return convert
+
+    return [
+        Row(
+            f"{hf}{name}_blocks",
+            (n_experts, rows, n_blocks, VALUES_PER_BLOCK // 2),
+            split("blocks"),
+        ),
+        Row(f"{hf}{name}_scales", (n_experts, rows, n_blocks), split("scales")),
+    ]
+
+
+def kept_mxfp4(values: dict[str, Any], d_model: int, d_mlp: int) -> bool:
+    """Whether the experts stay MXFP4 in memory: an MXFP4 checkpoint not asked to be
+    dequantized (sizes that are not whole blocks are refused by ``table``, naming them)."""
+    whole = d_model % VALUES_PER_BLOCK == 0 and d_mlp % VALUES_PER_BLOCK == 0
+    return is_mxfp4(values) and not dequantized(values) and whole
+
+
+def dequantized(values: dict[str, Any]) -> bool:
+    """Whether config.json asks for MXFP4 experts dequantized at load
+    (``quantization_config.dequantize``, transformers' ``Mxfp4Config`` field)."""
+    value = (values.get("quantization_config") or {}).get("dequantize", False)
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"field 'quantization_config.dequantize' is {value!r}; it must be true or false."
+        )
+    return value
+
+
 def is_mxfp4(values: dict[str, Any]) -> bool:
     """Whether config.json says the experts are stored in MXFP4 (the published checkpoints)."""
     quantization = values.get("quantization_config") or {}
@@ -272,7 +326,10 @@ def table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
             Row(hf + "mlp.router.weight", (n_experts, m), transposed(ours_mlp + "W_gate")),
             Row(hf + "mlp.router.bias", (n_experts,), same(ours_mlp + "b_gate")),
         ]
-        if mxfp4:
+        if mxfp4 and cfg.experts_mxfp4:
+            rows += _kept_mxfp4_rows(experts, ours_mlp, "gate_up_proj", n_experts, 2 * mlp, m)
+            rows += _kept_mxfp4_rows(experts, ours_mlp, "down_proj", n_experts, m, mlp)
+        elif mxfp4:
             rows += _mxfp4_rows(experts, ours_mlp, "gate_up_proj", n_experts, 2 * mlp, m, cfg)
             rows += _mxfp4_rows(experts, ours_mlp, "down_proj", n_experts, m, mlp, cfg)
         else:
