@@ -460,6 +460,8 @@
       this.edgeSlider = slider("edge-threshold", "edge threshold", 0.05, 1, 1);
       this.counts = el("span", "gv-counts");
       controls.appendChild(this.counts);
+      this.positionCount = el("span", "gv-position-count");
+      controls.appendChild(this.positionCount);
       header.appendChild(controls);
       header.appendChild(this.buildToolbar());
       root.insertBefore(header, root.firstChild);
@@ -617,8 +619,8 @@
       if (this.selectedEdge && result.edges.indexOf(this.selectedEdge) < 0) this.selectedEdge = null;
       const gaps = geo.columns.filter((c) => c.gap);
       const collapsed = gaps.reduce((sum, c) => sum + c.to - c.from + 1, 0);
-      this.counts.textContent = shown + " of " + model.nodes.length + " nodes \u00b7 " + edges.length + " of " + model.links.length + " edges \u00b7 " +
-        (model.nPos - collapsed) + " of " + model.nPos + " positions drawn";
+      this.counts.textContent = shown + " of " + model.nodes.length + " nodes \u00b7 " + edges.length + " of " + model.links.length + " edges";
+      this.positionCount.textContent = (model.nPos - collapsed) + " of " + model.nPos + " positions drawn";
       this.drawGrid();
       this.fit();
       this.renderPins();
