@@ -75,6 +75,44 @@ def check_graph_json(graph: Any) -> dict[str, Any]:
     return graph
 
 
+def with_supernodes(
+    graph: dict[str, Any], supernodes: dict[str, list[str]] | list[list[str]]
+) -> dict[str, Any]:
+    """A copy of the graph JSON ``graph`` with named groups of nodes saved in its ``qParams``
+    as Neuronpedia (and circuit-tracer's frontend) reads them: ``supernodes`` is
+    ``[[label, node_id, ...], ...]``, and every member is added to ``pinnedIds`` (their
+    subgraph draws pinned nodes only). ``supernodes``: label -> node ids, or that list of
+    lists. A node id the graph does not have is a ``ValueError`` naming it; the viewer shows
+    the groups as rings and labels, edits them and downloads the JSON again.
+
+    Example:
+        >>> node = {"node_id": "0_5_2", "feature": 5, "layer": "0", "ctx_idx": 2,
+        ...         "feature_type": "cross layer transcoder", "influence": 0.3}
+        >>> graph = {"metadata": {"slug": "g"}, "qParams": {}, "nodes": [node], "links": []}
+        >>> with_supernodes(graph, {"say a name": ["0_5_2"]})["qParams"]
+        {'supernodes': [['say a name', '0_5_2']], 'pinnedIds': ['0_5_2']}
+    """
+    check_graph_json(graph)
+    if isinstance(supernodes, dict):
+        groups = list(supernodes.items())
+    else:  # [[label, id, ...], ...] as Neuronpedia writes it
+        groups = [(group[0], group[1:]) for group in supernodes]
+    known = {str(node["node_id"]) for node in graph["nodes"]}
+    saved, pinned = [], list((graph.get("qParams") or {}).get("pinnedIds") or [])
+    for label, members in groups:
+        label, ids = str(label), [str(i) for i in members]
+        missing = [i for i in ids if i not in known]
+        if missing or not ids:
+            raise ValueError(
+                f"Supernode {label!r}: {'no node ids' if not ids else f'no node {missing}'} "
+                "in this graph; give node_ids from its nodes (e.g. '{layer}_{feature}_{pos}')."
+            )
+        saved.append([label, *dict.fromkeys(ids)])
+        pinned += [i for i in ids if i not in pinned]
+    q_params = dict(graph.get("qParams") or {}, supernodes=saved, pinnedIds=pinned)
+    return {**graph, "qParams": q_params}
+
+
 def graph_fragment(graph: dict[str, Any], extras: dict[str, Any] | None = None) -> str:
     """The viewer's element with its data, for a page that also loads the viewer's script
     (after it) and style."""

@@ -899,16 +899,16 @@
       const row = el("div", "gv-supernode-controls");
       [name, group, save].forEach((item) => { row.appendChild(item); });
       box.appendChild(row);
-      box.appendChild(el("p", "gv-note", "Pin nodes, name them and group them; Download JSON saves the groups in qParams.supernodes (and their members in pinnedIds), as Neuronpedia reads them."));
+      box.appendChild(el("p", "gv-note", "Pin nodes (Shift+click), name them and group them (the pinned nodes in no group yet); Download JSON saves the groups in qParams.supernodes (and their members in pinnedIds), as Neuronpedia reads them."));
       return box;
     }
-    // the pinned nodes become one supernode (leaving any group they were in)
+    // the pinned nodes in no group yet become one supernode (members stay pinned, as
+    // Neuronpedia wants them)
     groupPinned(label) {
-      const model = this.model;
-      const ids = model.pinned.map((key) => model.byKey[key].node_id).filter((id, i, all) => all.indexOf(id) === i);
-      if (!ids.length) { this.superName.placeholder = "pin nodes first"; return; }
-      model.supernodes.forEach((g) => { g.ids = g.ids.filter((id) => ids.indexOf(id) < 0); });
-      model.supernodes = model.supernodes.filter((g) => g.ids.length);
+      const model = this.model, grouped = {};
+      model.supernodes.forEach((g) => { g.ids.forEach((id) => { grouped[id] = true; }); });
+      const ids = model.pinned.map((key) => model.byKey[key].node_id).filter((id, i, all) => all.indexOf(id) === i && !grouped[id]);
+      if (!ids.length) { this.superName.value = ""; this.superName.placeholder = "pin nodes in no group first"; return; }
       model.supernodes.push({ label: String(label).trim() || "supernode " + (model.supernodes.length + 1), ids });
       this.superName.value = "";
       this.renderSupernodes();
