@@ -113,3 +113,23 @@ def attention_graph() -> dict:
     data["attention"] = {"schema_version": 1, "rule": "last-head", "n_layers": 2, "n_heads": 4,
                          "head_loadings": [loading], "qk": [qk]}  # fmt: skip
     return data
+
+
+def dense_graph(n: int = 75) -> dict:
+    """``n`` features of layer 0 at position 1, each feeding all ``n`` of layer 1 at position
+    2 (``n * n`` edges), which feed one logit; weights deterministic and distinct."""
+    tokens = ["a", "b", "c"]
+    nodes = [node(f"E_{97 + p}_{p}", "embedding", "E", p, feature=97 + p) for p in range(3)]
+    for layer, pos in ((0, 1), (1, 2)):
+        for k in range(n):
+            influence = round(0.1 + 0.6 * (layer * n + k) / (2 * n), 4)
+            nodes.append(node(f"{layer}_{k}_{pos}", "cross layer transcoder", str(layer), pos,
+                              influence=influence, activation=1.0))  # fmt: skip
+    nodes.append(node("3_99_2", "logit", "3", 2, feature=99, token_prob=0.9))
+    links = [{"source": f"1_{k}_2", "target": "3_99_2", "weight": 1.0 / (k + 1)} for k in range(n)]
+    for j in range(n):
+        links += [{"source": f"0_{k}_1", "target": f"1_{j}_2", "weight": 1.0 / (1 + k + j * n)}
+                  for k in range(n)]  # fmt: skip
+    links += [{"source": "E_98_1", "target": f"0_{k}_1", "weight": 0.5} for k in range(n)]
+    metadata = {"slug": "dense", "prompt_tokens": tokens, "prompt": "abc", "node_threshold": 0.8}
+    return {"metadata": metadata, "qParams": {}, "nodes": nodes, "links": links}

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from interp.viz.graph_view import GraphView, with_supernodes
-from tests.viz.long_graphs import HEADS, attention_graph, drawn_positions, long_graph
+from tests.viz.long_graphs import HEADS, attention_graph, dense_graph, drawn_positions, long_graph
 from tests.viz.test_graph_view import hand_graph
 from tests.viz.test_graph_view_browser import (  # noqa: F401 (browser, file_page: fixtures)
     browser,
@@ -95,6 +95,19 @@ def test_pruning_lays_the_graph_out_again(file_page, tmp_path):  # noqa: F811
     assert off_canvas(page) == []
     assert node_x(page, f"3_101_{N_POS - 1}") != pytest.approx(x_before, abs=1.0), "re-laid out"
     screenshot(page, tmp_path, "graph-view-long-pruned")
+
+
+def test_a_wall_of_edges_opens_at_a_threshold_that_keeps_5000(file_page, tmp_path):  # noqa: F811
+    page = file_page
+    data = dense_graph()
+    n_links = len(data["links"])
+    assert n_links > 5000
+    open_view(page, GraphView(data).save(tmp_path / "dense.html"))
+    threshold = float(page.input_value("input[name=edge-threshold]"))
+    assert threshold < 1 and 0 < page.locator(".gv-edge").count() <= 5000
+    assert f"opened at edge threshold {threshold:.2f}" in page.text_content(".gv-first-note")
+    set_slider(page, "edge-threshold", 1)
+    assert page.locator(".gv-edge").count() == n_links
 
 
 def test_zoom_and_pan(file_page, tmp_path):  # noqa: F811

@@ -16,6 +16,8 @@
   // a position's least width, a row's least height, margins, the row names' width
   const SLOT = 13, LOGIT_SLOT = 30, LOGIT_LINE = 26, PER_LINE = 10, GAP_W = 12, MIN_COLUMN = 11, ROW_MIN = 44;
   const LEFT = 6, TOP = 16, BOTTOM = 40, LABELS = 48, MAX_ZOOM = 40;
+  // a file with more edges opens at the edge threshold that keeps at most this many
+  const FIRST_EDGES = 5000;
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -228,7 +230,7 @@
       });
       edges = edges.filter((l) => keep[l.source.key] && keep[l.target.key]);
     }
-    return { keep, edges };
+    return { keep, edges, ordered, total };
   }
 
   /* ------------------------------------------------ supernodes and attention (optional) */
@@ -457,12 +459,13 @@
         return input;
       }
       this.nodeSlider = slider("node-threshold", "node threshold", 0.05, Math.max(model.fileNodeThreshold, 0.05), model.fileNodeThreshold);
-      this.edgeSlider = slider("edge-threshold", "edge threshold", 0.05, 1, 1);
+      this.edgeSlider = slider("edge-threshold", "edge threshold", 0.05, 1, this.firstEdgeThreshold());
       this.counts = el("span", "gv-counts");
       controls.appendChild(this.counts);
       this.positionCount = el("span", "gv-position-count");
       controls.appendChild(this.positionCount);
       header.appendChild(controls);
+      if (this.firstNote) header.appendChild(el("div", "gv-note gv-first-note", this.firstNote));
       header.appendChild(this.buildToolbar());
       root.insertBefore(header, root.firstChild);
 
@@ -474,6 +477,10 @@
       this.rowLayer = svg("g", { class: "gv-grid" });
       this.colLayer = svg("g", { class: "gv-grid" });
       this.edgeLayer = svg("g", { class: "gv-edges" });
+      this.edgeLayer.addEventListener("click", (event) => {
+        const link = event.target.gvLink;
+        if (link && !self.dragged) { event.stopPropagation(); self.selectEdge(link); }
+      });
       this.superLayer = svg("g", { class: "gv-supernodes" });
       this.labelLayer = svg("g", { class: "gv-labels" });
       [this.rowLayer, this.colLayer, this.edgeLayer, this.superLayer].forEach((g) => { s.appendChild(g); });
@@ -540,6 +547,22 @@
       root.insertBefore(legend, body.nextSibling);
     }
 
+    /* 1 (the file as it is), or for a file of more than FIRST_EDGES edges the threshold (in
+     * hundredths, down) whose strongest edges are at most FIRST_EDGES: a wall of tens of
+     * thousands of lines shows nothing, and the slider still reaches them all. */
+    firstEdgeThreshold() {
+      const model = this.model;
+      if (model.links.length <= FIRST_EDGES) return 1;
+      const all = prune(model, model.fileNodeThreshold, 1);
+      if (all.edges.length <= FIRST_EDGES || !(all.total > 0)) return 1;
+      let sum = 0;
+      for (let k = 0; k < FIRST_EDGES; k++) sum += all.ordered[k];
+      const threshold = Math.max(0.05, Math.floor(100 * sum / all.total) / 100);
+      this.firstNote = "opened at edge threshold " + threshold.toFixed(2) + " (at most " + FIRST_EDGES +
+        " of its " + all.edges.length + " edges); slide it to 1 to draw them all";
+      return threshold;
+    }
+
     // find, zoom and collapse
     buildToolbar() {
       const self = this, bar = el("div", "gv-toolbar");
@@ -603,7 +626,7 @@
           "stroke-opacity": (0.1 + 0.7 * strength).toFixed(2),
           "data-source": l.source.node_id, "data-target": l.target.node_id,
         });
-        path.addEventListener("click", (event) => { if (!self.dragged) { event.stopPropagation(); self.selectEdge(l); } });
+        path.gvLink = l;  // (one click listener on the layer: graphs have tens of thousands of edges)
         l.element = path;
         fragment.appendChild(path);
       });
@@ -664,12 +687,12 @@
 
     /* ------------------------------------------------------------ zoom and pan (x only) */
     fit() {
-      const avail = this.available();
+      const avail = this.fittedTo;
       this.view = { s: Math.min(1, avail / this.geo.width), tx: 0 };
       this.applyView();
     }
     zoomBy(factor, px) {
-      const avail = this.available(), v = this.view;
+      const avail = this.fittedTo, v = this.view;
       const at = px === undefined ? avail / 2 : px;
       const fitted = Math.min(1, avail / this.geo.width);
       const s = Math.max(fitted, Math.min(MAX_ZOOM, v.s * factor));
@@ -677,13 +700,13 @@
       this.applyView();
     }
     clampView() {
-      const avail = this.available(), v = this.view, wide = this.geo.width * v.s;
+      const avail = this.fittedTo, v = this.view, wide = this.geo.width * v.s;
       v.tx = wide <= avail ? 0 : Math.min(0, Math.max(avail - wide, v.tx));
     }
     screenX(x) { return x * this.view.s + this.view.tx; }
     applyView() {
       this.clampView();
-      const v = this.view, geo = this.geo, self = this, avail = this.available();
+      const v = this.view, geo = this.geo, self = this, avail = this.fittedTo;
       this.svg.setAttribute("width", avail);
       this.svg.setAttribute("height", geo.height);
       const zoomed = "translate(" + v.tx.toFixed(2) + ",0) scale(" + v.s.toFixed(5) + ",1)";
@@ -751,7 +774,7 @@
     // centre a node (zoomed in to at least 100%), select it
     focusNode(n) {
       if (!this.pruned.keep[n.key]) return;
-      const avail = this.available();
+      const avail = this.fittedTo;
       const s = Math.max(this.view.s, 1);
       this.view = { s, tx: avail / 2 - n.x * s };
       this.applyView();
