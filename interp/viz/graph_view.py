@@ -6,6 +6,31 @@ Nodes sit by layer (rows: tokens at the bottom, logits at the top) and position 
 labelled with the prompt's tokens, whitespace shown as ␣ and ↵); edges are drawn with width
 by weight and colour by sign. Hover shows a node's details, a click its strongest edges and
 logit effects, sliders re-prune the graph in the browser, and pinned nodes stay through it.
+
+Long prompts: each pruning lays the graph out again. A run of two or more positions with no
+kept node (nor a kept edge from its token) collapses into one narrow ``⋯`` column; the rest
+are fitted to the canvas's width (a busy position wraps its nodes into lines, growing its
+row's height; labels are thinned where columns are narrower than a character). The wheel
+zooms the positions (x only) around the pointer, a drag pans, a double click (or "fit")
+fits them again. A file of more than 5,000 edges opens at the edge threshold that keeps at
+most 5,000 (the slider reaches them all). "find" marks nodes by text (the positions a text
+spans in the prompt, or a clerp holding it), ``#5`` / ``L1 #5`` (feature 5, of layer 1),
+``@12`` (position 12) or node id; Enter centres the first. Pinned nodes can be grouped into
+named supernodes, and "Download JSON" saves the graph with them in ``qParams.supernodes``
+(``[[label, node_id, ...], ...]``, members also in ``pinnedIds``), as Neuronpedia reads them
+(``with_supernodes`` does the same in Python). The page records its layout and render time
+(``data-gv-layout-ms``, ``data-gv-render-ms``) and ``data-gv-state="ready"`` once drawn.
+
+Attention (issue 34; optional, Neuronpedia ignores it): a graph JSON's top-level
+``attention`` (``interp.circuits`` writes it for annotated graphs) holds ``head_loadings``
+(per link: ``source``, ``target``, ``weight``, ``bypass``, ``heads`` [[layer, head, value],
+...], ``other``) and ``qk`` (per head, query and key position: ``layer``, ``head``,
+``query_pos``, ``key_pos``, ``score``, ``capped_score``, ``pattern``, ``remainder``,
+``query_rows`` / ``key_rows`` [{node_id or null, label}], ``pairs`` [[query row, key row,
+value], ...], ``other``). Clicking an edge (or an edge's weight in the details) shows its
+head loadings, each head's share of the edge; clicking a head there, or under "Heads
+attending from position p" in a node's details, shows its strongest QK pairs with their share
+of the score. Without the field these panels say that nothing was saved.
 The script and style are inlined (``static/graph_view.js``, ``static/graph_view.css``), the
 data is JSON with ``<``, ``>`` and ``&`` escaped, and the script writes every string from it
 as text, so the page needs no network and token text never becomes markup.

@@ -3,7 +3,10 @@
  *
  * Every div.gv-root holding a JSON data element (script.gv-data, type application/json:
  * {"graph": {metadata, qParams, nodes, links}, "extras": {...} or null}) is rendered once.
- * Rows are layers (embeddings at the bottom, logits at the top), columns token positions.
+ * Rows are layers (embeddings at the bottom, logits at the top), columns token positions
+ * (runs of positions with no kept node collapsed; fitted to the canvas, zoomed and panned in x).
+ * Optional: qParams.supernodes (Neuronpedia's [[label, node_id, ...]]) and the graph's
+ * "attention" (head loadings by link, QK pairs by head; see interp/viz/graph_view.py).
  * Text from the data only ever reaches the page through textContent or SVG text nodes.
  */
 (function () {
