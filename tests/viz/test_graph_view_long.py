@@ -162,6 +162,23 @@ def test_find_by_text_feature_and_position(file_page, tmp_path):  # noqa: F811
     assert found("no such text") == set() and "no node matches" in page.text_content(".gv-found")
 
 
+def test_found_positions_are_drawn_while_found(file_page, tmp_path):  # noqa: F811
+    page = file_page
+    data = long_graph(N_POS)
+    open_view(page, GraphView(data).save(tmp_path / "long.html"))
+    live, n_tokens = live_positions(page), page.locator(".gv-token").count()
+    hidden = next(p for p in range(1, N_POS - 1) if not {p - 1, p, p + 1} & live)
+    token = next(n["node_id"] for n in data["nodes"] if n["node_id"].endswith(f"_{hidden}"))
+    assert shown(page, f".gv-node[data-node-id='{token}']") == 0  # collapsed
+    page.fill("input[name=find]", f"@{hidden}")
+    assert shown(page, f".gv-node[data-node-id='{token}']") == 1
+    assert page.locator(".gv-token").count() > n_tokens and off_canvas(page) == []
+    assert page.text_content(".gv-find-count") == "1 found, 1 shown"
+    page.fill("input[name=find]", "")
+    assert shown(page, f".gv-node[data-node-id='{token}']") == 0
+    assert page.locator(".gv-token").count() == n_tokens
+
+
 def test_supernodes_group_and_save_in_qparams(file_page, tmp_path):  # noqa: F811
     page = file_page
     data = long_graph(N_POS)

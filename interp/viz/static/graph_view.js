@@ -294,13 +294,14 @@
   /* The drawn columns: a position holding a kept node other than its token, whose token has a
    * kept edge, or with a pinned node is drawn; a run of two or more other positions collapses
    * into one narrow gap column (with collapse false, every position is drawn). */
-  function layoutColumns(model, keep, edges, collapse) {
+  function layoutColumns(model, keep, edges, collapse, extra) {
     const live = [];
     for (let p = 0; p < model.nPos; p++) live.push(!collapse);
     if (collapse) {
       model.nodes.forEach((n) => { if (keep[n.key] && n.kind !== "embedding") live[n.ctx_idx] = true; });
       edges.forEach((l) => { live[l.source.ctx_idx] = true; live[l.target.ctx_idx] = true; });
       model.pinned.forEach((key) => { live[model.byKey[key].ctx_idx] = true; });
+      (extra || []).forEach((p) => { live[p] = true; });
     }
     const columns = [];
     for (let p = 0; p < model.nPos;) {
@@ -318,8 +319,8 @@
    * their token's label) until they fit `available` pixels; a cell's nodes wrap into lines,
    * so a busy position grows its row's height rather than the page's width. Zoom and pan
    * (GraphView.applyView) map world x to the screen; y is drawn as it is. */
-  function layout(model, keep, edges, available, collapse) {
-    const columns = layoutColumns(model, keep, edges, collapse), nRows = model.nLayers + 2;
+  function layout(model, keep, edges, available, collapse, extra) {
+    const columns = layoutColumns(model, keep, edges, collapse, extra), nRows = model.nLayers + 2;
     const colOf = [];
     columns.forEach((c, i) => { for (let p = c.from; p <= c.to; p++) colOf[p] = i; });
     const minimum = columns.map((c) => c.gap ? GAP_W : labelWidth(model.tokens[c.from] !== undefined ? model.tokens[c.from] : ""));
@@ -615,7 +616,7 @@
       const model = this.model, self = this;
       const result = this.pruned = prune(model, Number(this.nodeSlider.value), Number(this.edgeSlider.value));
       this.fittedTo = this.available();
-      const geo = this.geo = layout(model, result.keep, result.edges, this.fittedTo, this.collapse);
+      const geo = this.geo = layout(model, result.keep, result.edges, this.fittedTo, this.collapse, this.expanded);
       while (this.edgeLayer.firstChild) this.edgeLayer.removeChild(this.edgeLayer.firstChild);
       const edges = result.edges.slice().sort((a, b) => Math.abs(a.weight) - Math.abs(b.weight));
       const fragment = document.createDocumentFragment();
@@ -776,7 +777,7 @@
     }
     // centre a node (zoomed in to at least 100%), select it
     focusNode(n) {
-      if (!this.pruned.keep[n.key]) return;
+      if (n.element.classList.contains("gv-hidden")) return;
       const avail = this.fittedTo;
       const s = Math.max(this.view.s, 1);
       this.view = { s, tx: avail / 2 - n.x * s };
@@ -879,11 +880,14 @@
       const keep = this.pruned.keep;
       matches.sort((a, b) => (keep[b.key] ? 1 : 0) - (keep[a.key] ? 1 : 0) || b.row - a.row || a.ctx_idx - b.ctx_idx);
       this.matches = matches;
+      // the matched positions are drawn even where they would collapse
+      const expanded = matches.map((n) => n.ctx_idx).filter((p, i, all) => all.indexOf(p) === i).sort((a, b) => a - b);
+      if (String(expanded) !== String(this.expanded || [])) { this.expanded = expanded; this.update(); }
       const on = {};
       matches.forEach((n) => { on[n.key] = true; });
       model.nodes.forEach((n) => { n.element.classList.toggle("gv-match", !!on[n.key]); });
       this.root.classList.toggle("gv-searching", matches.length > 0);
-      const shown = matches.filter((n) => keep[n.key]).length;
+      const shown = matches.filter((n) => !n.element.classList.contains("gv-hidden")).length;
       this.findCount.textContent = q ? matches.length + " found, " + shown + " shown" : "";
       this.renderFound(q);
     }
@@ -897,7 +901,7 @@
       const list = el("ul", "gv-found-list");
       this.matches.slice(0, 40).forEach((n) => {
         const li = el("li");
-        if (keep[n.key]) {
+        if (!n.element.classList.contains("gv-hidden")) {
           const link = el("a", null, shortLabel(n));
           link.href = "#"; link.addEventListener("click", (e) => { e.preventDefault(); self.focusNode(n); });
           li.appendChild(link);
