@@ -280,5 +280,12 @@ def test_served_viewer_finds_zooms_and_shows_loadings(browser, tmp_path):  # noq
         page.wait_for_selector(".gv-node")
         page.dispatch_event(".gv-edge[data-source='1_4_1'][data-target='3_7_4']", "click")
         assert "L1H2" in page.text_content(".gv-loading-table")
+        page.click(".gv-node[data-node-id='1_4_1']", modifiers=["Shift"])
+        page.click("button[name=group]")
+        with page.expect_download() as download:  # under the CSP too
+            page.click("button[name=download]")
+        saved = json.loads(open(download.value.path(), encoding="utf-8").read())
+        assert saved["qParams"]["supernodes"] == [["supernode 1", "1_4_1"]]
+        assert saved["attention"] == graphs["attention"]["attention"]  # kept as it was
         page.context.close()
         assert not page.problems, page.problems

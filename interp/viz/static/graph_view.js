@@ -1179,7 +1179,7 @@
           if (r[1] === undefined || r[1] === null) return;
           const tr = el("tr"), td = el("td", null, r[0]);
           td.colSpan = 2; tr.appendChild(td);
-          tr.appendChild(el("td", null, fmt(Number(r[1])))); tr.appendChild(el("td", "gv-share", share(Number(r[1]), q.score)));
+          tr.appendChild(el("td", "gv-num", fmt(Number(r[1])))); tr.appendChild(el("td", "gv-share", share(Number(r[1]), q.score)));
           table.appendChild(tr);
         });
         panel.appendChild(table);
