@@ -289,3 +289,25 @@ def test_served_viewer_finds_zooms_and_shows_loadings(browser, tmp_path):  # noq
         assert saved["attention"] == graphs["attention"]["attention"]  # kept as it was
         page.context.close()
         assert not page.problems, page.problems
+
+
+def test_notebook_cells_zoom_and_find_apart(file_page, tmp_path):  # noqa: F811
+    """Two views in one notebook (two cells of one page): each zooms and finds on its own."""
+    from interp.viz.html import html_page
+
+    cells = GraphView(long_graph(N_POS))._repr_html_() + GraphView(attention_graph())._repr_html_()
+    path = tmp_path / "notebook.html"
+    path.write_text(html_page("two cells", cells), encoding="utf-8")
+    page = file_page
+    page.goto(path.as_uri())
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.gv-root'))"
+        ".every(r => (r.getAttribute('data-gv-state') || '').startsWith('ready'))"
+    )
+    first, second = page.locator(".gv-root").nth(0), page.locator(".gv-root").nth(1)
+    before = second.locator(".gv-zoom-label").text_content()
+    first.locator("button[name=zoom-in]").click()
+    assert second.locator(".gv-zoom-label").text_content() == before
+    second.locator("input[name=find]").fill("@4")
+    assert first.locator(".gv-node.gv-match").count() == 0
+    assert second.locator(".gv-node.gv-match").count() > 0
