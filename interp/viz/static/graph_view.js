@@ -508,6 +508,7 @@
         g.addEventListener("mousemove", (event) => { self.moveTip(event); });
         g.addEventListener("mouseleave", () => { self.tip.style.display = "none"; });
         g.addEventListener("click", (event) => {
+          if (self.dragged) return;  // the end of a pan, not a click
           self.tip.style.display = "none";
           if (event.shiftKey) self.togglePin(n.key); else self.select(n.key);
         });
