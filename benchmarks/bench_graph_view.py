@@ -30,6 +30,7 @@ MODEL, TRANSCODERS, START = "shakespeare-char", "shakespeare-char-transcoders", 
 def traced(replacement: ReplacementModel, text: str, slug: str) -> dict:
     graph = attribute(text, replacement, batch_size=256)
     view = graph_view(graph, replacement, slug=slug)
+    print(f"traced {slug}: {len(view.graph['nodes'])} nodes, {len(view.graph['links'])} edges")
     return {"graph": view.graph, "extras": view.extras}
 
 
