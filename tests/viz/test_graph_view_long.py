@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+import interp.circuits
 from interp.viz.graph_view import GraphView, with_supernodes
 from tests.viz.long_graphs import HEADS, attention_graph, dense_graph, drawn_positions, long_graph
 from tests.viz.test_graph_view import hand_graph
@@ -24,6 +25,8 @@ from tests.viz.test_graph_view_browser import (  # noqa: F401 (browser, file_pag
     watched_page,
 )
 
+# issue 34's items 1-2 (another branch until merged): traced annotations, when there
+annotate_attention = getattr(interp.circuits, "annotate_attention", None)
 RENDER_BUDGET_MS = 30_000  # layout + first paint of a 300-position graph; generous on purpose
 N_POS = 300
 
@@ -311,3 +314,56 @@ def test_notebook_cells_zoom_and_find_apart(file_page, tmp_path):  # noqa: F811
     second.locator("input[name=find]").fill("@4")
     assert first.locator(".gv-node.gv-match").count() == 0
     assert second.locator(".gv-node.gv-match").count() > 0
+
+
+def cells(page, selector: str) -> list[list[str]]:
+    return page.evaluate(
+        "s => Array.from(document.querySelectorAll(s + ' tr')).slice(1)"
+        ".map(tr => Array.from(tr.children).map(td => td.textContent))",
+        selector,
+    )
+
+
+def close(shown: str, value: float) -> bool:
+    """A number as the page prints it (3 decimals, or 3 significant digits)."""
+    return abs(float(shown) - value) <= 5e-4 + 5e-3 * abs(value)
+
+
+@pytest.mark.skipif(annotate_attention is None, reason="needs interp.circuits.annotate_attention")
+def test_traced_head_loadings_and_qk_pairs_as_saved(file_page, tmp_path):  # noqa: F811
+    """A shakespeare-char graph annotated by interp.circuits: an edge's head loadings and a
+    head's QK pairs read in the page as the JSON holds them, and what the page shows sums to
+    the edge and the score."""
+    from interp.circuits import ReplacementModel, attribute, graph_view
+
+    tcs = "shakespeare-char-transcoders"
+    replacement = ReplacementModel.from_pretrained("shakespeare-char", tcs)
+    graph = attribute("ROMEO:\nBut soft, what", replacement, max_feature_nodes=24, batch_size=64)
+    annotate_attention(replacement, graph)
+    view = graph_view(graph, replacement)
+    saved = view.graph["attention"]
+    ids = [n["node_id"] for n in view.graph["nodes"]]
+    qk = next(q for q in saved["qk"] if q["query_pos"] != q["key_pos"])
+    entry = next(
+        e for e in saved["head_loadings"]
+        if ids.count(e["source"]) == 1 and e["source"].endswith(f"_{qk['key_pos']}")
+        and e["target"].endswith(f"_{qk['query_pos']}")
+        and [qk["layer"], qk["head"]] in [h[:2] for h in e["heads"]]
+    )  # fmt: skip
+    page = file_page
+    open_view(page, view.save(tmp_path / "traced.html"))
+    page.dispatch_event(
+        f".gv-edge[data-source='{entry['source']}'][data-target='{entry['target']}']", "click"
+    )
+    rows = cells(page, ".gv-loading-table")
+    heads = [(f"L{layer}H{head}", value) for layer, head, value in entry["heads"]]
+    assert [r[0] for r in rows[: len(heads)]] == [name for name, _ in heads]
+    assert all(close(r[1], value) for r, (_, value) in zip(rows, heads, strict=False))
+    assert close(rows[-1][1], entry["bypass"]) and rows[-1][0] == "not through attention"
+    assert close(str(sum(float(r[1]) for r in rows)), entry["weight"])
+    page.click(f".gv-loading-table a.gv-head:text-is('L{qk['layer']}H{qk['head']}')")
+    pairs = cells(page, ".gv-qk-table")
+    assert len(pairs) == len(qk["pairs"]) + 2  # and "other pairs", "rounding"
+    for row, (_, _, value) in zip(pairs, qk["pairs"], strict=False):
+        assert close(row[2], value)
+    assert close(str(sum(float(r[-2]) for r in pairs)), qk["score"])
