@@ -83,7 +83,7 @@
       graph, extras, tokens, nodes, byKey, byId, links, nPos,
       nLayers, maxWeight, ambiguous,
       supernodes: readSupernodes(q.supernodes, byId),
-      qk: readQk(graph),
+      attention: readAttention(graph),
       shared: Object.keys(byId).filter((id) => byId[id].length > 1).length,
       fileNodeThreshold: (graph.metadata && graph.metadata.node_threshold) || 1,
       pinned: (q.pinnedIds || []).filter((id) => byId[id]).map((id) => byId[id][0].key),
@@ -249,7 +249,7 @@
   /* The graph's optional "attention" (interp.circuits.annotate_attention; Neuronpedia ignores
    * it): head loadings by link ("source|target" ids; a shared id may give two) and QK
    * attributions by "layer:head:query_pos". Absent or malformed: empty. */
-  function readQk(graph) {
+  function readAttention(graph) {
     const attention = graph.attention && typeof graph.attention === "object" ? graph.attention : {};
     const loadings = {}, qk = {};
     (Array.isArray(attention.head_loadings) ? attention.head_loadings : []).forEach((entry) => {
@@ -266,7 +266,7 @@
   }
   // a link's head loadings (the entry whose weight is the link's, when an id pair has two)
   function loadingsOf(model, link) {
-    const found = model.qk.loadings[link.source.node_id + "|" + link.target.node_id] || [];
+    const found = model.attention.loadings[link.source.node_id + "|" + link.target.node_id] || [];
     let best = null;
     found.forEach((entry) => {
       if (!best || Math.abs(entry.weight - link.weight) < Math.abs(best.weight - link.weight)) best = entry;
@@ -275,13 +275,13 @@
   }
   // the QK entries of one head at one query position (all key positions)
   function qkOf(model, layer, head, queryPos) {
-    return model.qk.qk[layer + ":" + head + ":" + queryPos] || [];
+    return model.attention.qk[layer + ":" + head + ":" + queryPos] || [];
   }
   // the QK entries at a query position, strongest score first
   function qkAt(model, queryPos) {
     const out = [];
-    for (const key in model.qk.qk) {
-      model.qk.qk[key].forEach((entry) => { if (entry.query_pos === queryPos) out.push(entry); });
+    for (const key in model.attention.qk) {
+      model.attention.qk[key].forEach((entry) => { if (entry.query_pos === queryPos) out.push(entry); });
     }
     return out.sort((a, b) => Math.abs(b.score) - Math.abs(a.score));
   }
@@ -1095,7 +1095,7 @@
         return;
       }
       panel.appendChild(el("p", "gv-note", "The edge split over the attention heads its path runs through (a path through several heads counts for its " +
-        (model.qk.rule === "first-head" ? "first" : "last") + " head), and what does not go through attention. Click a head for its QK pairs."));
+        (model.attention.rule === "first-head" ? "first" : "last") + " head), and what does not go through attention. Click a head for its QK pairs."));
       const table = el("table", "gv-loading-table");
       const head = el("tr");
       ["", "value", "share"].forEach((t) => { head.appendChild(el("th", null, t)); });
