@@ -30,7 +30,7 @@ from interp.circuits.graph import Graph
 from interp.circuits.graph_files import create_graph_files
 from interp.circuits.replacement_model import ReplacementModel
 from interp.sae.features.activations import text_windows
-from interp.viz.graph_view import GraphView, check_graph_json
+from interp.viz.graph_view import GraphView, check_graph_json, with_supernodes
 
 FEATURE_TYPES = ("cross layer transcoder",)  # how create_graph_files names a feature node
 CONTEXT_WINDOW = 128  # tokens a window of the contexts' text (at most the model's n_ctx)
@@ -218,14 +218,16 @@ def graph_view(
     edge_threshold: float = 0.98,
     contexts: str | Int[torch.Tensor, "n_windows seq"] | None = None,
     title: str = "",
+    supernodes: dict[str, list[str]] | None = None,
 ) -> GraphView:
     """The viewer for ``graph``: a ``Graph`` (made into ``create_graph_files``'s JSON with
     this slug, scan and thresholds), that JSON as a dict, or the path of a ``{slug}.json``
     file. With ``model`` (the ``ReplacementModel`` that traced it), a click on a feature also
     shows the tokens its decoder promotes and suppresses, and the prompt's tokens are
     decoded by its tokenizer; with ``contexts`` too (a text, or token windows [n, seq]),
-    each feature's top-activating contexts in it. Display it in a notebook, or
-    ``.save(path)``.
+    each feature's top-activating contexts in it. ``supernodes`` (label -> node ids) are
+    saved in the JSON's ``qParams`` as Neuronpedia reads them (``with_supernodes``). Display
+    it in a notebook, or ``.save(path)``.
 
     Example:
         >>> import tempfile
@@ -250,6 +252,8 @@ def graph_view(
     else:
         data = graph
     check_graph_json(data)
+    if supernodes:
+        data = with_supernodes(data, supernodes)
     if isinstance(contexts, str):
         if model is None:
             raise ValueError("contexts need the model: pass graph_view(graph, model, ...).")

@@ -6,6 +6,31 @@ Nodes sit by layer (rows: tokens at the bottom, logits at the top) and position 
 labelled with the prompt's tokens, whitespace shown as ␣ and ↵); edges are drawn with width
 by weight and colour by sign. Hover shows a node's details, a click its strongest edges and
 logit effects, sliders re-prune the graph in the browser, and pinned nodes stay through it.
+
+Long prompts: each pruning lays the graph out again. A run of two or more positions with no
+kept node (nor a kept edge from its token) collapses into one narrow ``⋯`` column; the rest
+are fitted to the canvas's width (a busy position wraps its nodes into lines, growing its
+row's height; labels are thinned where columns are narrower than a character). The wheel
+zooms the positions (x only) around the pointer, a drag pans, a double click (or "fit")
+fits them again. A file of more than 5,000 edges opens at the edge threshold that keeps at
+most 5,000 (the slider reaches them all). "find" marks nodes by text (the positions a text
+spans in the prompt, or a clerp holding it), ``#5`` / ``L1 #5`` (feature 5, of layer 1),
+``@12`` (position 12) or node id; Enter centres the first. Pinned nodes can be grouped into
+named supernodes, and "Download JSON" saves the graph with them in ``qParams.supernodes``
+(``[[label, node_id, ...], ...]``, members also in ``pinnedIds``), as Neuronpedia reads them
+(``with_supernodes`` does the same in Python). The page records its layout and render time
+(``data-gv-layout-ms``, ``data-gv-render-ms``) and ``data-gv-state="ready"`` once drawn.
+
+Attention (issue 34; optional, Neuronpedia ignores it): a graph JSON's top-level
+``attention`` (``interp.circuits`` writes it for annotated graphs) holds ``head_loadings``
+(per link: ``source``, ``target``, ``weight``, ``bypass``, ``heads`` [[layer, head, value],
+...], ``other``) and ``qk`` (per head, query and key position: ``layer``, ``head``,
+``query_pos``, ``key_pos``, ``score``, ``capped_score``, ``pattern``, ``remainder``,
+``query_rows`` / ``key_rows`` [{node_id or null, label}], ``pairs`` [[query row, key row,
+value], ...], ``other``). Clicking an edge (or an edge's weight in the details) shows its
+head loadings, each head's share of the edge; clicking a head there, or under "Heads
+attending from position p" in a node's details, shows its strongest QK pairs with their share
+of the score. Without the field these panels say that nothing was saved.
 The script and style are inlined (``static/graph_view.js``, ``static/graph_view.css``), the
 data is JSON with ``<``, ``>`` and ``&`` escaped, and the script writes every string from it
 as text, so the page needs no network and token text never becomes markup.
@@ -73,6 +98,44 @@ def check_graph_json(graph: Any) -> dict[str, Any]:
             "writes (metadata, qParams, nodes, links)."
         )
     return graph
+
+
+def with_supernodes(
+    graph: dict[str, Any], supernodes: dict[str, list[str]] | list[list[str]]
+) -> dict[str, Any]:
+    """A copy of the graph JSON ``graph`` with named groups of nodes saved in its ``qParams``
+    as Neuronpedia (and circuit-tracer's frontend) reads them: ``supernodes`` is
+    ``[[label, node_id, ...], ...]``, and every member is added to ``pinnedIds`` (their
+    subgraph draws pinned nodes only). ``supernodes``: label -> node ids, or that list of
+    lists. A node id the graph does not have is a ``ValueError`` naming it; the viewer shows
+    the groups as rings and labels, edits them and downloads the JSON again.
+
+    Example:
+        >>> node = {"node_id": "0_5_2", "feature": 5, "layer": "0", "ctx_idx": 2,
+        ...         "feature_type": "cross layer transcoder", "influence": 0.3}
+        >>> graph = {"metadata": {"slug": "g"}, "qParams": {}, "nodes": [node], "links": []}
+        >>> with_supernodes(graph, {"say a name": ["0_5_2"]})["qParams"]
+        {'supernodes': [['say a name', '0_5_2']], 'pinnedIds': ['0_5_2']}
+    """
+    check_graph_json(graph)
+    if isinstance(supernodes, dict):
+        groups = list(supernodes.items())
+    else:  # [[label, id, ...], ...] as Neuronpedia writes it
+        groups = [(group[0], group[1:]) for group in supernodes]
+    known = {str(node["node_id"]) for node in graph["nodes"]}
+    saved, pinned = [], list((graph.get("qParams") or {}).get("pinnedIds") or [])
+    for label, members in groups:
+        label, ids = str(label), [str(i) for i in members]
+        missing = [i for i in ids if i not in known]
+        if missing or not ids:
+            raise ValueError(
+                f"Supernode {label!r}: {'no node ids' if not ids else f'no node {missing}'} "
+                "in this graph; give node_ids from its nodes (e.g. '{layer}_{feature}_{pos}')."
+            )
+        saved.append([label, *dict.fromkeys(ids)])
+        pinned += [i for i in ids if i not in pinned]
+    q_params = dict(graph.get("qParams") or {}, supernodes=saved, pinnedIds=pinned)
+    return {**graph, "qParams": q_params}
 
 
 def graph_fragment(graph: dict[str, Any], extras: dict[str, Any] | None = None) -> str:
