@@ -6,7 +6,8 @@ context is 128 tokens, so a 512-position graph is four traced graphs of consecut
 their positions and node ids offset). For each: the nodes, edges and positions the page
 draws, and the layout and render time the page records (``data-gv-layout-ms``: building,
 pruning and laying out; ``data-gv-render-ms``: until the first frame after it is painted),
-best and median of --repeats. ``--out DIR`` keeps each page and a screenshot there.
+best and median of --repeats, against a budget (``--budget-ms``, layout plus first paint:
+a page over it is reported as such). ``--out DIR`` keeps each page and a screenshot there.
 
     python benchmarks/bench_graph_view.py [--chars 128] [--graphs 4] [--out /tmp/shots]
 """
@@ -91,6 +92,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=None, help="keep pages and screenshots here")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument(
+        "--budget-ms", type=float, default=2000.0, help="layout plus first paint, at most"
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -116,6 +120,9 @@ def main() -> None:
             print(f"{name} ({len(data['graph']['metadata']['prompt_tokens'])} positions):")
             print(f"  shown: {result['shown']}")
             print(f"  layout {figures(result['layout'])}; painted {figures(result['render'])}")
+            slowest = max(result["render"])
+            verdict = "within" if slowest <= args.budget_ms else "OVER"
+            print(f"  slowest paint {slowest:.0f} ms: {verdict} the {args.budget_ms:.0f} ms budget")
             if args.out:
                 print(f"  screenshot {folder / (name + '.png')}")
         browser.close()

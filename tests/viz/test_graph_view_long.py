@@ -3,8 +3,8 @@ test_graph_view_browser.py): the drawn positions fit the canvas, runs of positio
 kept node collapse, pruning lays the graph out again, zoom and pan, find by text, feature
 or position, supernodes saved in qParams as Neuronpedia reads them, and the head loadings
 and QK pairs of issue 34's optional ``attention`` field (absent: a note). The page records
-its own layout and render time; the budget is generous (any machine), read once the page
-says it is done. Screenshots: INTERP_SCREENSHOTS=DIR keeps them."""
+its own layout and render time (its budget is checked by benchmarks/bench_graph_view.py,
+not here: no timing assertion in a test). Screenshots: INTERP_SCREENSHOTS=DIR keeps them."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from tests.viz.test_graph_view_browser import (  # noqa: F401 (browser, file_pag
 
 # issue 34's items 1-2 (another branch until merged): traced annotations, when there
 annotate_attention = getattr(interp.circuits, "annotate_attention", None)
-RENDER_BUDGET_MS = 30_000  # layout + first paint of a 300-position graph; generous on purpose
 N_POS = 300
 
 
@@ -68,11 +67,11 @@ def node_x(page, node_id: str) -> float:
     return box["x"] + box["width"] / 2
 
 
-def test_positions_fit_collapse_and_render_within_budget(file_page, tmp_path):  # noqa: F811
+def test_positions_fit_collapse_and_the_page_records_its_render_time(file_page, tmp_path):  # noqa: F811
     page = file_page
     open_view(page, GraphView(long_graph(N_POS)).save(tmp_path / "long.html"))
-    render_ms = float(page.get_attribute(".gv-root", "data-gv-render-ms"))
-    assert 0 < render_ms < RENDER_BUDGET_MS, render_ms
+    # The time itself is benchmarks/bench_graph_view.py's (its budget there): no timing here.
+    assert float(page.get_attribute(".gv-root", "data-gv-render-ms")) > 0
     drawn, gaps = drawn_positions(N_POS, live_positions(page))
     assert drawn < N_POS and gaps > 0
     assert page.locator(".gv-token").count() == drawn and page.locator(".gv-gap").count() == gaps
