@@ -444,6 +444,15 @@ def _adjacency(
     return selected, adjacency
 
 
+def _release_forward(run: LinearizedRun) -> None:
+    """Free what only autograd through the forward reads, once ``FrozenBackward`` holds its
+    copies: the autograd graph (with what it saved) and the frozen attention patterns (at
+    long prompts, ``[n_heads, pos, pos]`` a layer)."""
+    run.outputs.clear(), run.inputs.clear(), run.embed.clear()
+    for name in [name for name in run.frozen if name.endswith("hook_pattern")]:
+        del run.frozen[name]
+
+
 def attribute(
     prompt: str | Tensor | list[int],
     model: ReplacementModel,
@@ -512,6 +521,9 @@ def attribute(
             rows = SparseRows(n_visit + n_logits, logit_offset, n_logits, dtype, sparse_threshold)
 
         backward = FrozenBackward(model, run, dtype) if why_autograd is None else None
+        if backward is not None:  # the forward's autograd graph is autograd_gradients' alone
+            _release_forward(run)
+            final = final.detach()
         unread = [*(block.mlp for block in model.blocks), model.embed, model.unembed]
         if backward is not None:  # it holds the skip matrices; autograd's graph reads them
             unread.append(model.transcoders)
