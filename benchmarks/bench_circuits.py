@@ -12,7 +12,37 @@ transcoders (about ``--active`` of them active a token and layer), a 64-token pr
     python3 benchmarks/bench_circuits.py --circuit-tracer /work/ct-venv/bin/python
     python3 benchmarks/bench_circuits.py --smoke                          # tiny, seconds
 
-circuit-tracer's environment: see tests/circuit_tracer_reference/make_fixtures.py.
+circuit-tracer's environment: see tests/circuit_tracer_reference/make_fixtures.py (the
+default, /work/ct-venv/bin/python, is skipped with a message when absent).
+
+Context sweep: ``--sweep 256,512,1024,2048,4096`` runs, at each prompt length, interp with
+a dense graph, interp with a sparse one (``--sparse-threshold``, default 0: every nonzero
+edge, the same graph) and circuit-tracer, each in a fresh process whose address space is
+capped at ``--memory-limit-gib`` (an allocation past it is reported as out of memory, and
+circuit-tracer is not run at longer prompts); ``--largest N`` doubles the prompt from N
+tokens with sparse mode until it runs out of the cap.
+
+    python3 benchmarks/bench_circuits.py --sweep 256,512,1024,2048,4096 --layers 4 \
+        --d-model 64 --features 512 --active 2 --max-feature-nodes 512 --batch-size 64
+
+Measured so (one thread, 8 GiB cap, on the project's shared 2-core CPU; peak RSS, growth
+during attribution in brackets):
+
+    tokens  nodes   interp dense         interp sparse        circuit-tracer
+       256   1,802    2.1 s   306 (+55)    1.7 s   301 (+51)   13.0 s    747 (+292)
+       512   3,082    3.1 s   353 (+97)    3.7 s   345 (+89)   31.9 s  1,496 (+1,039)
+     1,024   5,642    6.8 s   467 (+191)   5.5 s   438 (+162) 122.1 s  4,384 (+3,921)
+     2,048  10,762   21.2 s   930 (+630)  22.1 s   678 (+379)  out of memory (8 GiB)
+     4,096  21,002   57.0 s 2,648 (+2,189) 50.3 s 1,336 (+876)  not run
+
+Ratios to circuit-tracer at 1,024 tokens: time 0.05 (sparse) / 0.06 (dense), peak RSS
+0.10 / 0.11, growth 0.04 / 0.05. Sparse / dense peak: 0.98 at 256 tokens, 0.73 at 2,048,
+0.50 at 4,096 (the dense matrix is nodes^2: 1.7 GiB at 21,002 nodes; the sparse one holds
+1.06M edges). circuit-tracer's memory grows with the square of the prompt from its batched
+forward (``batch_size`` copies of every attention pattern). What still grows with the
+square in sparse mode is the frozen attention patterns, ``[n_heads, pos, pos]`` a layer,
+which the backward pass reads (0.5 GiB here at 4,096 tokens; 26 layers x 8 heads, as in
+Gemma 2 2B, would be 13 GiB at 4,096 tokens).
 
 Measured at the default shape (6,076 active features; one thread on the project's 2-core
 CPU): interp 16.1 s, memory growth 553 MiB, peak RSS 1,233 MiB; circuit-tracer 104.5 s,
