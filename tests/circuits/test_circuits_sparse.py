@@ -188,3 +188,25 @@ def test_forward_in_chunks_of_positions(replacement, dense, monkeypatch) -> None
 def test_a_bad_threshold_is_refused(replacement: ReplacementModel, bad) -> None:
     with pytest.raises(ValueError, match="sparse_threshold"):
         attribute("ROMEO:", replacement, sparse_threshold=bad)
+
+
+def test_backward_in_passes_within_the_budget(replacement, dense, monkeypatch) -> None:
+    """A budget of three rows a pass splits each batch; the rows are the same."""
+    n_columns = dense.adjacency_matrix.shape[1] - len(dense.logit_targets)
+    width = max(len(dense.input_tokens) * replacement.cfg.d_model, n_columns)
+    monkeypatch.setattr(chunks, "BACKWARD_BUDGET", 3 * width)
+    sizes = []
+    store = SparseRows.store
+    monkeypatch.setattr(
+        SparseRows,
+        "store",
+        lambda rows, first, computed: sizes.append(len(computed)) or store(rows, first, computed),
+    )
+    graph = attribute(PROMPT, replacement, batch_size=256, sparse_threshold=0.0)
+    n_rows = len(dense.selected_features) + len(dense.logit_targets)  # every row once
+    assert max(sizes) == 3 and sum(sizes) == n_rows
+    magnitude = dense.adjacency_matrix.abs().max()
+    bound = tolerance(torch.float32, reduction=n_columns, depth=8)
+    torch.testing.assert_close(
+        graph.adjacency_matrix.to_dense() / magnitude, dense.adjacency_matrix / magnitude, **bound
+    )

@@ -347,14 +347,23 @@ def _row_writer(
     dtype: torch.dtype,
 ) -> Callable[[Tensor, Tensor, Tensor, int], None]:
     """``write(layers, positions, inject, first_row)``: the rows injecting ``inject`` at
-    (layer, position), by ``backward`` (else autograd), written from ``first_row`` on."""
+    (layer, position), by ``backward`` (else autograd), written from ``first_row`` on; in
+    passes of at most ``chunks.BACKWARD_BUDGET`` elements a gradient or row block (a batch
+    that fits is one pass; any split gives the same rows)."""
+    n_columns = rows.logit_offset  # a row's width: features, errors, tokens
+    width = max(len(sources.tokens) * model.cfg.d_model, n_columns)
+    step = max(1, chunks.BACKWARD_BUDGET // width)
 
     def write(layers: Tensor, positions: Tensor, inject: Tensor, first_row: int) -> None:
-        if backward is not None:
-            gradients = backward.gradients(layers, positions, inject)
-        else:
-            gradients = autograd_gradients(model, run, final, layers, positions, inject)
-        rows.store(first_row, _gradient_rows(sources, gradients, len(layers), dtype))
+        for start in range(0, len(layers), step):  # still sorted by layer, highest first
+            part = slice(start, start + step)
+            args = (layers[part], positions[part], inject[part])
+            if backward is not None:
+                gradients = backward.gradients(*args)
+            else:
+                gradients = autograd_gradients(model, run, final, *args)
+            computed = _gradient_rows(sources, gradients, len(args[0]), dtype)
+            rows.store(first_row + start, computed)
 
     return write
 

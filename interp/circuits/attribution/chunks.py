@@ -3,6 +3,8 @@ and error vectors at positions ``start:end``. The activations ``[n_layers, posit
 d_transcoder]`` of a long prompt do not fit in memory (at 4,096 tokens, 26 layers and
 16,384 features, 7 GiB in float32); ``attribute`` encodes at most ``ACTIVATION_BUDGET``
 of them at once, and a prompt that fits is one chunk, the computation it always was.
+Likewise ``attribute``'s backward passes: ``BACKWARD_BUDGET`` bounds a pass's gradient and
+rows (at 4,096 tokens and d_model 2,304, 512 rows' gradient alone would be 18 GiB).
 
 Example:
     >>> from interp.circuits import ReplacementModel, ensure_tokenized
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
 # holds at once: a longer prompt is encoded a chunk of positions at a time (a prompt that
 # fits is one chunk: the same computation as without chunks).
 ACTIVATION_BUDGET = 2**28  # 1 GiB of float32
+
+# The most elements of one backward pass's gradient (``[rows, positions, d_model]``) or
+# block of rows (``[rows, columns]``): a batch past it runs as several passes.
+BACKWARD_BUDGET = 2**28  # 1 GiB of float32
 
 
 class Found(NamedTuple):
