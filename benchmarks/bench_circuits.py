@@ -44,6 +44,14 @@ square in sparse mode is the frozen attention patterns, ``[n_heads, pos, pos]`` 
 which the backward pass reads (0.5 GiB here at 4,096 tokens; 26 layers x 8 heads, as in
 Gemma 2 2B, would be 13 GiB at 4,096 tokens).
 
+The largest graph, ``--largest 8192`` at that shape and cap: sparse mode traced 8,192
+tokens (67,819 active features, 41,482 nodes, 1.73M edges; 136 s, peak 4,448 MiB, +3,424
+MiB), where the dense graph ran out of the 8 GiB (its matrix alone is 6.4 GiB); 16,384
+tokens ran out of it. On a 24 GiB machine: the growth is quadratic in the prompt (the
+attention patterns), +3.4 GiB at 8,192 tokens giving about +13.7 GiB at 16,384, so about
+16k tokens of this model fit in 24 GiB and 32k do not (extrapolated: this machine's 23 GiB
+are shared, and were not filled to check it).
+
 Measured at the default shape (6,076 active features; one thread on the project's 2-core
 CPU): interp 16.1 s, memory growth 553 MiB, peak RSS 1,233 MiB; circuit-tracer 104.5 s,
 1,830 MiB, 2,470 MiB. Time 0.15x, memory growth 0.30x, peak RSS 0.50x; adjacency within
