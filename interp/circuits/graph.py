@@ -30,6 +30,13 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from interp.circuits.sparse_graph import (
+    prune_sparse,
+    sparse_edge_influence,
+    sparse_node_influence,
+    sparse_scores,
+)
+
 
 class LogitTarget(NamedTuple):
     """One output node: the token's text and its vocabulary index."""
@@ -189,7 +196,10 @@ def compute_influence(
 def compute_node_influence(
     adjacency_matrix: Float[Tensor, "n n"], logit_weights: Float[Tensor, " n"]
 ) -> Float[Tensor, " n"]:
-    """Each node's influence on the weighted logits, through the row-normalised graph."""
+    """Each node's influence on the weighted logits, through the row-normalised graph (a
+    sparse matrix gives the same, by sparse products: ``sparse_graph``)."""
+    if adjacency_matrix.layout != torch.strided:
+        return sparse_node_influence(adjacency_matrix, logit_weights)
     return compute_influence(normalize_matrix(adjacency_matrix), logit_weights)
 
 
@@ -197,7 +207,9 @@ def compute_edge_influence(
     pruned_matrix: Float[Tensor, "n n"], logit_weights: Float[Tensor, " n"]
 ) -> Float[Tensor, "n n"]:
     """Each edge's score: its share of its target's inputs times the target's influence on
-    the weighted logits (the logits' own weights included)."""
+    the weighted logits (the logits' own weights included); sparse in, sparse out."""
+    if pruned_matrix.layout != torch.strided:
+        return sparse_edge_influence(pruned_matrix, logit_weights)
     normalized = normalize_matrix(pruned_matrix)
     influence = compute_influence(normalized, logit_weights) + logit_weights
     return normalized * influence[:, None]
@@ -227,7 +239,7 @@ def _check_graph(graph: Any, function: str) -> None:
 
 class PruneResult(NamedTuple):
     node_mask: Bool[Tensor, " n"]
-    edge_mask: Bool[Tensor, "n n"]
+    edge_mask: Bool[Tensor, "n n"]  # a sparse boolean matrix for a sparse graph
     cumulative_scores: Float[Tensor, " n"]
 
 
@@ -236,7 +248,9 @@ def prune_graph(
 ) -> PruneResult:
     """Keep the nodes, then the edges, that carry ``node_threshold`` / ``edge_threshold`` of
     the influence on the logits; tokens and logits are always kept, and features or errors
-    left without outgoing (features: or incoming) edges are dropped until none is."""
+    left without outgoing (features: or incoming) edges are dropped until none is. A
+    sparse graph (``attribute(..., sparse_threshold=...)``) is pruned on its stored edges,
+    and its ``edge_mask`` is a sparse boolean matrix (``sparse_graph.prune_sparse``)."""
     _check_graph(graph, "prune_graph")
     for name, value in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
@@ -244,6 +258,10 @@ def prune_graph(
     n_kept_always = len(graph.logit_targets) + graph.n_pos  # tokens and logits
     n_features = len(graph.selected_features)
     weights = _logit_weights(graph)
+    if graph.adjacency_matrix.layout != torch.strided:
+        thresholds = (node_threshold, edge_threshold)
+        args = (graph.adjacency_matrix, weights, n_features, n_kept_always, *thresholds)
+        return PruneResult(*prune_sparse(*args))
     node_influence = compute_node_influence(graph.adjacency_matrix, weights)
     node_mask = node_influence >= _threshold(node_influence, node_threshold)
     node_mask[-n_kept_always:] = True
@@ -276,12 +294,18 @@ def compute_graph_scores(graph: Graph) -> tuple[float, float]:
     error_end = error_start + graph.n_pos * graph.n_layers
     token_end = error_end + graph.n_pos
     weights = _logit_weights(graph)
-    normalized = normalize_matrix(graph.adjacency_matrix)
-    influence = compute_influence(normalized, weights)
+    if graph.adjacency_matrix.layout != torch.strided:  # sparse: on its stored edges
+        influence, error_share = sparse_scores(
+            graph.adjacency_matrix, weights, error_start, error_end
+        )
+    else:
+        normalized = normalize_matrix(graph.adjacency_matrix)
+        influence = compute_influence(normalized, weights)
+        error_share = normalized[:, error_start:error_end].sum(dim=-1)
     token_influence = influence[error_end:token_end].sum()
     error_influence = influence[error_start:error_end].sum()
     replacement = token_influence / (token_influence + error_influence)
-    non_error = 1 - normalized[:, error_start:error_end].sum(dim=-1)
+    non_error = 1 - error_share
     output_influence = influence + weights
     completeness = (non_error * output_influence).sum() / output_influence.sum()
     return replacement.item(), completeness.item()

@@ -49,9 +49,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from interp.circuits.graph import Graph, prune_graph
+from interp.circuits.sparse_graph import edges_of, values_at
 
 SCHEMA_VERSION = 1
 QPARAMS = {"pinnedIds": [], "supernodes": [], "linkType": "both", "clickedId": "", "sg_pos": ""}
@@ -135,8 +137,15 @@ def create_links(
 ) -> tuple[list[dict], list[dict]]:
     """(nodes, links): the kept edges between kept nodes, by target then source, and the
     nodes some link touches (plus every token and logit)."""
-    targets, sources = edge_mask.to(graph.adjacency_matrix.device).nonzero(as_tuple=True)
-    weights = graph.adjacency_matrix[targets, sources].tolist()
+    adjacency = graph.adjacency_matrix
+    if edge_mask.layout != torch.strided:  # a sparse graph's: its stored kept edges
+        targets, sources = edges_of(edge_mask.to(adjacency.device))[:2]
+    else:
+        targets, sources = edge_mask.to(adjacency.device).nonzero(as_tuple=True)
+    if adjacency.layout != torch.strided:
+        weights = values_at(adjacency, targets, sources).tolist()
+    else:
+        weights = adjacency[targets, sources].tolist()
     links = [
         {"source": nodes[s]["node_id"], "target": nodes[t]["node_id"], "weight": _number(w)}
         for s, t, w in zip(sources.tolist(), targets.tolist(), weights, strict=True)

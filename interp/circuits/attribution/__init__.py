@@ -38,6 +38,8 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.circuits.attribution import chunks
+from interp.circuits.attribution.sparse_rows import SparseRows
 from interp.circuits.backward import FrozenBackward, unsupported
 from interp.circuits.graph import Graph, LogitTarget, compute_partial_influences
 from interp.circuits.offload import check_offload, offloaded
@@ -195,39 +197,35 @@ class _Sources(NamedTuple):
 
 @torch.no_grad()
 def _find_sources(model: ReplacementModel, tokens: Tensor, run: LinearizedRun) -> _Sources:
-    tcs, n_layers = model.transcoders, model.cfg.n_layers
+    tcs, n_layers, n_pos = model.transcoders, model.cfg.n_layers, len(tokens)
     inputs = [run.inputs[layer][0] for layer in range(n_layers)]
-    acts = torch.stack([tcs.encode(layer, inputs[layer]) for layer in range(n_layers)])
-    acts[:, model.zero_positions] = 0  # [n_layers, pos, d_transcoder]
-    active = acts.nonzero()  # row-major: (layer, pos, feature) order
+    chunk = max(1, min(n_pos, chunks.ACTIVATION_BUDGET // (n_layers * tcs.d_transcoder)))
+    found = [
+        chunks.find_in_chunk(model, inputs, run, start, min(start + chunk, n_pos))
+        for start in range(0, n_pos, chunk)
+    ]
+    active = torch.cat([part.active for part in found])
+    order = torch.argsort(active[:, 0], stable=True)  # (layer, pos, feature) order again
+    active, values = active[order], torch.cat([part.values for part in found])[order]
     if len(active) == 0:
         raise ValueError(
             "No transcoder feature is active on this prompt (position 0 is ignored): there "
             "is no graph to build; try a longer prompt or check the transcoders."
         )
     layer, pos, feature = active.unbind(-1)
-    values = acts[layer, pos, feature]
     encoders = torch.cat([tcs.encoder_vectors(i, feature[layer == i]) for i in range(n_layers)])
-    everything = torch.arange(tcs.d_transcoder, device=acts.device)
-    columns = torch.arange(len(active), device=acts.device)
-    writes, errors = [], []
+    columns = torch.arange(len(active), device=active.device)
+    writes = []
     for target in range(n_layers):
         writers = [i for i in range(target + 1) if target in tcs.writes_to(i)]
-        reconstruction = tcs.decoder_bias(target) + tcs.skip(target, inputs[target])
-        for i in writers:
-            reconstruction = reconstruction + acts[i] @ tcs.decoder_vectors(i, everything, target)
-        error = run.output_values[target][0] - reconstruction.to(run.output_values[target].dtype)
-        error[model.zero_positions] = 0
-        errors.append(error)
         mask = torch.isin(layer, torch.tensor(writers, device=layer.device))
         vectors = [
             tcs.decoder_vectors(i, feature[layer == i], target) * values[layer == i, None]
             for i in writers
         ]
-        writes.append(
-            _Writes.by_position(columns[mask], pos[mask], torch.cat(vectors), len(tokens))
-        )
-    return _Sources(active, values, encoders, writes, torch.stack(errors), model.W_E[tokens])
+        writes.append(_Writes.by_position(columns[mask], pos[mask], torch.cat(vectors), n_pos))
+    errors = torch.cat([part.errors for part in found], dim=1)  # [n_layers, pos, d_model]
+    return _Sources(active, values, encoders, writes, errors, model.W_E[tokens])
 
 
 def autograd_gradients(
@@ -330,6 +328,14 @@ class _Rows:
         self.edges = torch.zeros(n_rows, logit_offset + n_logits, dtype=dtype)
         self.to_node = torch.zeros(n_rows, dtype=torch.long)  # [rows]
 
+    def store(self, first_row: int, computed: Float[Tensor, "batch columns"]) -> None:
+        self.edges[first_row : first_row + len(computed), : self.logit_offset] = computed.cpu()
+
+    def partial_influences(self, logit_probabilities: Tensor, n_rows: int) -> Tensor:
+        return compute_partial_influences(
+            self.edges[:n_rows], logit_probabilities, self.to_node[:n_rows]
+        )
+
 
 def _row_writer(
     model: ReplacementModel,
@@ -337,19 +343,27 @@ def _row_writer(
     final: Tensor,
     sources: _Sources,
     backward: FrozenBackward | None,
-    rows: _Rows,
+    rows: _Rows | SparseRows,
     dtype: torch.dtype,
 ) -> Callable[[Tensor, Tensor, Tensor, int], None]:
     """``write(layers, positions, inject, first_row)``: the rows injecting ``inject`` at
-    (layer, position), by ``backward`` (else autograd), written from ``first_row`` on."""
+    (layer, position), by ``backward`` (else autograd), written from ``first_row`` on; in
+    passes of at most ``chunks.BACKWARD_BUDGET`` elements a gradient or row block (a batch
+    that fits is one pass; any split gives the same rows)."""
+    n_columns = rows.logit_offset  # a row's width: features, errors, tokens
+    width = max(len(sources.tokens) * model.cfg.d_model, n_columns)
+    step = max(1, chunks.BACKWARD_BUDGET // width)
 
     def write(layers: Tensor, positions: Tensor, inject: Tensor, first_row: int) -> None:
-        if backward is not None:
-            gradients = backward.gradients(layers, positions, inject)
-        else:
-            gradients = autograd_gradients(model, run, final, layers, positions, inject)
-        computed = _gradient_rows(sources, gradients, len(layers), dtype)
-        rows.edges[first_row : first_row + len(computed), : rows.logit_offset] = computed.cpu()
+        for start in range(0, len(layers), step):  # still sorted by layer, highest first
+            part = slice(start, start + step)
+            args = (layers[part], positions[part], inject[part])
+            if backward is not None:
+                gradients = backward.gradients(*args)
+            else:
+                gradients = autograd_gradients(model, run, final, *args)
+            computed = _gradient_rows(sources, gradients, len(args[0]), dtype)
+            rows.store(first_row + start, computed)
 
     return write
 
@@ -357,7 +371,7 @@ def _row_writer(
 def _logit_rows(
     write: Callable[[Tensor, Tensor, Tensor, int], None],
     targets: _Targets,
-    rows: _Rows,
+    rows: _Rows | SparseRows,
     n_layers: int,
     n_pos: int,
     batch_size: int,
@@ -378,7 +392,7 @@ def _feature_rows(
     write: Callable[[Tensor, Tensor, Tensor, int], None],
     sources: _Sources,
     targets: _Targets,
-    rows: _Rows,
+    rows: _Rows | SparseRows,
     n_visit: int,
     batch_size: int,
     update_interval: int,
@@ -398,9 +412,7 @@ def _feature_rows(
         if n_visit == n_active:
             pending = torch.arange(n_active)
         else:
-            influence = compute_partial_influences(
-                rows.edges[:next_row], targets.probabilities, rows.to_node[:next_row]
-            )
+            influence = rows.partial_influences(targets.probabilities, next_row)
             rank = torch.argsort(influence[:n_active], descending=True)
             queue = min(update_interval * batch_size, n_visit - n_visited)
             pending = rank[~visited[rank]][:queue]
@@ -441,6 +453,15 @@ def _adjacency(
     return selected, adjacency
 
 
+def _release_forward(run: LinearizedRun) -> None:
+    """Free what only autograd through the forward reads, once ``FrozenBackward`` holds its
+    copies: the autograd graph (with what it saved) and the frozen attention patterns (at
+    long prompts, ``[n_heads, pos, pos]`` a layer)."""
+    run.outputs.clear(), run.inputs.clear(), run.embed.clear()
+    for name in [name for name in run.frozen if name.endswith("hook_pattern")]:
+        del run.frozen[name]
+
+
 def attribute(
     prompt: str | Tensor | list[int],
     model: ReplacementModel,
@@ -453,12 +474,20 @@ def attribute(
     offload: Literal["cpu", "disk"] | None = None,
     verbose: bool = False,
     update_interval: int = 4,
+    sparse_threshold: float | None = None,
 ) -> Graph:
     """The attribution graph of ``prompt`` in ``model``'s local replacement model (see the
     module docstring); ``batch_size`` rows a backward pass, at most ``max_feature_nodes``
     feature rows held (re-ranked by partial influence when it cuts). ``offload`` moves the
     weights the backward passes do not read to the CPU or to disk meanwhile
-    (``interp.circuits.offload``)."""
+    (``interp.circuits.offload``).
+
+    ``sparse_threshold=t`` (in [0, 1)) keeps, of each row, only the edges whose absolute
+    value is at least ``t`` times the row's absolute total, as each batch of rows is
+    computed, and gives the graph a sparse ``adjacency_matrix`` (``torch.sparse_coo``):
+    memory grows with the edges kept instead of rows x columns. ``t = 0`` keeps every
+    nonzero edge (the dense graph's matrix exactly); pruning and scores read the sparse
+    graph on its kept edges (``interp.circuits.sparse_graph`` states the approximation)."""
     if not isinstance(model, ReplacementModel):
         raise TypeError(
             f"model must be a ReplacementModel (ReplacementModel.from_model(model, "
@@ -468,6 +497,15 @@ def attribute(
         max_n_logits, desired_logit_prob, batch_size, max_feature_nodes, update_interval
     )
     check_offload(offload)
+    if sparse_threshold is not None and (
+        isinstance(sparse_threshold, bool)
+        or not isinstance(sparse_threshold, (int, float))
+        or not 0 <= sparse_threshold < 1
+    ):
+        raise ValueError(
+            f"sparse_threshold={sparse_threshold!r}; it must be a number in [0, 1) (an edge's "
+            "smallest share of its row kept), or None for a dense graph."
+        )
     tokens = ensure_tokenized(prompt, model)
     n_layers, n_pos = model.cfg.n_layers, len(tokens)
     dtype = torch.promote_types(torch.float32, model.cfg.dtype)
@@ -485,9 +523,16 @@ def attribute(
         n_active, n_logits = len(sources.active), len(targets.targets)
         n_visit = min(max_feature_nodes or n_active, n_active)
         logger.info("%d active features; visiting %d, %d logits", n_active, n_visit, n_logits)
-        rows = _Rows(n_visit + n_logits, n_active + (n_layers + 1) * n_pos, n_logits, dtype)
+        logit_offset = n_active + (n_layers + 1) * n_pos
+        if sparse_threshold is None:
+            rows = _Rows(n_visit + n_logits, logit_offset, n_logits, dtype)
+        else:
+            rows = SparseRows(n_visit + n_logits, logit_offset, n_logits, dtype, sparse_threshold)
 
         backward = FrozenBackward(model, run, dtype) if why_autograd is None else None
+        if backward is not None:  # the forward's autograd graph is autograd_gradients' alone
+            _release_forward(run)
+            final = final.detach()
         unread = [*(block.mlp for block in model.blocks), model.embed, model.unembed]
         if backward is not None:  # it holds the skip matrices; autograd's graph reads them
             unread.append(model.transcoders)
@@ -501,7 +546,10 @@ def attribute(
         )  # fmt: skip
         run.outputs.clear(), run.inputs.clear(), run.embed.clear()  # frees the autograd graph
 
-    selected, adjacency = _adjacency(rows, visited, n_visit, n_logits, dtype)
+    if isinstance(rows, SparseRows):
+        selected, adjacency = rows.adjacency(visited, n_visit)
+    else:
+        selected, adjacency = _adjacency(rows, visited, n_visit, n_logits, dtype)
     return Graph(
         input_string=_decode(model, tokens.cpu()),
         input_tokens=tokens.cpu(),
