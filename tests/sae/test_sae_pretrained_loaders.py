@@ -170,6 +170,30 @@ def test_an_absent_sparsity_file_is_none(tmp_path, files):
     assert sparsity is None and set(state) == {"W_enc", "W_dec", "b_enc", "b_dec"}
 
 
+def test_qwen_scope_and_goodfire_checkpoints_are_transposed(tmp_path, files):
+    raw = {"W_enc": torch.randn(8, 4), "W_dec": torch.randn(4, 8)}
+    raw |= {"b_enc": torch.randn(8), "b_dec": torch.randn(4)}
+    torch.save(raw, tmp_path / "layer2.sae.pt")
+    files["layer2.sae.pt"] = tmp_path / "layer2.sae.pt"
+    repo = "Qwen/SAE-Res-Qwen3-1.7B-Base-W32K-L0_50"
+    cfg, state, _ = loaders.qwen_scope_sae_huggingface_loader(repo, "layer2.sae.pt")
+    assert (cfg["d_sae"], cfg["activation_fn_kwargs"]["k"]) == (32 * 1024, 50)
+    assert handle_config_defaulting(cfg)["architecture"] == "topk"
+    torch.testing.assert_close(state["W_enc"], raw["W_enc"].T, atol=0, rtol=0)
+    goodfire = {"encoder_linear.weight": raw["W_enc"], "encoder_linear.bias": raw["b_enc"]}
+    goodfire |= {"decoder_linear.weight": raw["W_dec"], "decoder_linear.bias": raw["b_dec"]}
+    name = "Llama-3.1-8B-Instruct-SAE-l19.pth"
+    torch.save(goodfire, tmp_path / name)
+    files[name] = tmp_path / name
+    cfg, state, _ = loaders.get_goodfire_huggingface_loader(
+        "Goodfire/Llama-3.1-8B-Instruct-SAE-l19", name
+    )
+    assert cfg["hook_name"] == "blocks.19.hook_resid_post"
+    torch.testing.assert_close(state["W_dec"], raw["W_dec"].T, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="Unsupported Goodfire SAE"):
+        loaders.get_goodfire_config_from_hf("Goodfire/other", "x.pt", "cpu")
+
+
 # ---------------------------------------------------------------- the loader table
 def test_every_release_names_a_known_loader():
     used = {

@@ -165,10 +165,10 @@ def test_an_unsupported_format_says_so(hub):
     release = next(
         name
         for name, lookup in get_pretrained_saes_directory().items()
-        if lookup.conversion_func == "qwen_scope"
+        if lookup.conversion_func == "temporal"
     )
     sae_id = next(iter(get_pretrained_saes_directory()[release].saes_map))
-    with pytest.raises(loaders.UnsupportedSAEFormat, match="'qwen_scope' format"):
+    with pytest.raises(loaders.UnsupportedSAEFormat, match="'temporal' format"):
         SAE.from_pretrained(release, sae_id)
 
 

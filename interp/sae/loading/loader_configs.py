@@ -377,3 +377,90 @@ def sparsify_config(
     }
     cfg.update(overrides or {})
     return cfg
+
+
+_GOODFIRE = {
+    ("Goodfire/Llama-3.3-70B-Instruct-SAE-l50", "Llama-3.3-70B-Instruct-SAE-l50.pt"): (
+        8192,
+        "meta-llama/Llama-3.3-70B-Instruct",
+        50,
+    ),
+    ("Goodfire/Llama-3.1-8B-Instruct-SAE-l19", "Llama-3.1-8B-Instruct-SAE-l19.pth"): (
+        4096,
+        "meta-llama/Llama-3.1-8B-Instruct",
+        19,
+    ),
+}
+
+
+def goodfire_config(
+    repo_id: str, folder_name: str, device: str | None, overrides: dict | None = None
+) -> dict[str, Any]:
+    """Goodfire's two Llama SAEs (known by repository and file name)."""
+    if (repo_id, folder_name) not in _GOODFIRE:
+        raise ValueError(f"Unsupported Goodfire SAE: {repo_id}/{folder_name}")
+    d_in, model_name, layer = _GOODFIRE[(repo_id, folder_name)]
+    cfg: dict[str, Any] = {
+        "architecture": "standard",
+        "d_in": d_in,
+        "d_sae": 65536,
+        "model_name": model_name,
+        "hook_name": f"blocks.{layer}.hook_resid_post",
+        "hook_head_index": None,
+        "dataset_path": "lmsys/lmsys-chat-1m",
+        "apply_b_dec_to_input": False,
+    }
+    return _with(cfg, device, overrides)
+
+
+# Qwen Scope repository names' model part -> (the model's hub id, its d_model).
+QWEN_SCOPE_MODEL_INFO: dict[str, tuple[str, int]] = {
+    "Qwen3-1.7B-Base": ("Qwen/Qwen3-1.7B-Base", 2048),
+    "Qwen3-8B-Base": ("Qwen/Qwen3-8B-Base", 4096),
+    "Qwen3-30B-A3B-Base": ("Qwen/Qwen3-30B-A3B-Base", 2048),
+    "Qwen3.5-2B-Base": ("Qwen/Qwen3.5-2B-Base", 2048),
+    "Qwen3.5-9B-Base": ("Qwen/Qwen3.5-9B-Base", 4096),
+    "Qwen3.5-27B": ("Qwen/Qwen3.5-27B", 5120),
+    "Qwen3.5-35B-A3B-Base": ("Qwen/Qwen3.5-35B-A3B-Base", 2048),
+}
+
+
+def qwen_scope_config(
+    repo_id: str, folder_name: str, device: str, overrides: dict | None = None
+) -> dict[str, Any]:
+    """Qwen Scope TopK SAEs: ``Qwen/SAE-Res-{model}-W{N}K-L0_{k}``, ``layer{n}.sae.pt``."""
+    layer = re.search(r"layer(\d+)\.sae\.pt", folder_name)
+    if layer is None:
+        raise ValueError(f"Could not find layer number in filename: {folder_name}")
+    match = re.search(r"SAE-Res-(.+)-W(\d+)K-L0_(\d+)", repo_id)
+    if match is None:
+        raise ValueError(f"Could not parse Qwen Scope repo_id: {repo_id}")
+    model_key, d_sae, k = match.group(1), int(match.group(2)) * 1024, int(match.group(3))
+    if model_key not in QWEN_SCOPE_MODEL_INFO:
+        raise ValueError(
+            f"Unknown Qwen Scope base model: {model_key!r}. "
+            f"Known models: {sorted(QWEN_SCOPE_MODEL_INFO)}"
+        )
+    model_name, d_in = QWEN_SCOPE_MODEL_INFO[model_key]
+    n = int(layer.group(1))
+    return {
+        "architecture": "topk",
+        "activation_fn": "topk",
+        "activation_fn_kwargs": {"k": k},
+        "d_in": d_in,
+        "d_sae": d_sae,
+        "dtype": "float32",
+        "context_size": 1024,
+        "model_name": model_name,
+        "hook_name": f"blocks.{n}.hook_resid_post",
+        "hf_hook_name": f"model.layers.{n}",
+        "hook_head_index": None,
+        "prepend_bos": True,
+        "dataset_path": None,  # Qwen's pretraining data is not public
+        "sae_lens_training_version": None,
+        "normalize_activations": "none",
+        "device": device,
+        "apply_b_dec_to_input": False,
+        "finetuning_scaling_factor": False,
+        **(overrides or {}),
+    }

@@ -5,10 +5,11 @@ SAELens's ``(config dict, state dict, log sparsity or None)``, with its keys and
 Files come from the Hugging Face cache first (so a cached SAE loads offline), else from the hub.
 Formats read: SAELens (``sae_lens``), Gemma Scope 1 (``gemma_2``, ``gemma_2_transcoder``),
 Gemma Scope 2 (``gemma_3``), Llama Scope (``llama_scope``, ``llama_scope_r1_distill``),
-sparsify, GPT-2 ``hook_z`` (``connor_rob_hook_z``) and DeepSeek R1 (``deepseek_r1``).
-Loaders for the rest of SAELens's formats (``dictionary_learning_1``, ``qwen_scope``,
-``goodfire``, ``mwhanna_transcoder``, ``mntss_clt_layer_transcoder``, ``temporal``) exist under
-their names and raise ``UnsupportedSAEFormat`` saying so.
+sparsify, GPT-2 ``hook_z`` (``connor_rob_hook_z``), DeepSeek R1 (``deepseek_r1``), Goodfire and
+Qwen Scope. Loaders for the rest of SAELens's formats (``dictionary_learning_1``,
+``mwhanna_transcoder``, ``mntss_clt_layer_transcoder``, ``temporal``) exist under their names
+and raise ``UnsupportedSAEFormat`` saying so. The names live in this one module, as in SAELens,
+because code that patches its ``hf_hub_download`` (SAELens's own tests do) patches it here.
 
 Example:
     >>> import tempfile
@@ -540,6 +541,71 @@ def sparsify_huggingface_loader(
     return cfg_dict, state_dict, None
 
 
+# ------------------------------------------------------------ Goodfire, Qwen Scope
+def get_goodfire_config_from_hf(
+    repo_id: str,
+    folder_name: str,
+    device: str,
+    force_download: bool = False,  # noqa: ARG001
+    cfg_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return loader_configs.goodfire_config(repo_id, folder_name, device, cfg_overrides)
+
+
+def get_goodfire_huggingface_loader(
+    repo_id: str,
+    folder_name: str,
+    device: str = "cpu",
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> LoaderResult:
+    """Goodfire's Llama SAEs (a ``.pt``/``.pth`` of ``encoder_linear``/``decoder_linear``)."""
+    cfg_dict = get_goodfire_config_from_hf(
+        repo_id, folder_name, device, force_download, cfg_overrides
+    )
+    raw = _torch_state(hub_file(repo_id, folder_name, force_download=force_download), device)
+    dtype = str_to_dtype(cfg_dict.get("dtype", "float32"))
+    state_dict = {
+        "W_enc": raw["encoder_linear.weight"].T,
+        "W_dec": raw["decoder_linear.weight"].T,
+        "b_enc": raw["encoder_linear.bias"],
+        "b_dec": raw["decoder_linear.bias"],
+    }
+    return cfg_dict, {key: value.to(dtype=dtype) for key, value in state_dict.items()}, None
+
+
+def get_qwen_scope_config_from_hf(
+    repo_id: str,
+    folder_name: str,
+    device: str,
+    force_download: bool = False,  # noqa: ARG001
+    cfg_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return loader_configs.qwen_scope_config(repo_id, folder_name, device, cfg_overrides)
+
+
+def qwen_scope_sae_huggingface_loader(
+    repo_id: str,
+    folder_name: str,
+    device: str = "cpu",
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> LoaderResult:
+    """Qwen Scope TopK SAEs (``layer{n}.sae.pt``: ``W_enc [d_sae, d_in]``, ``W_dec [d_in,
+    d_sae]``, transposed to SAELens's convention)."""
+    cfg_dict = get_qwen_scope_config_from_hf(
+        repo_id, folder_name, device, force_download, cfg_overrides
+    )
+    raw = _torch_state(hub_file(repo_id, folder_name, force_download=force_download), device)
+    state_dict = {
+        "W_enc": raw["W_enc"].T.contiguous(),
+        "W_dec": raw["W_dec"].T.contiguous(),
+        "b_enc": raw["b_enc"],
+        "b_dec": raw["b_dec"],
+    }
+    return cfg_dict, state_dict, None
+
+
 # ------------------------------------------------------- formats interp does not read
 def _unsupported(name: str) -> Any:
     def loader(*args: Any, **kwargs: Any) -> Any:
@@ -556,10 +622,6 @@ def _unsupported(name: str) -> Any:
 
 dictionary_learning_sae_huggingface_loader_1 = _unsupported("dictionary_learning_1")
 get_dictionary_learning_config_1_from_hf = _unsupported("dictionary_learning_1")
-qwen_scope_sae_huggingface_loader = _unsupported("qwen_scope")
-get_qwen_scope_config_from_hf = _unsupported("qwen_scope")
-get_goodfire_huggingface_loader = _unsupported("goodfire")
-get_goodfire_config_from_hf = _unsupported("goodfire")
 mwhanna_transcoder_huggingface_loader = _unsupported("mwhanna_transcoder")
 get_mwhanna_transcoder_config_from_hf = _unsupported("mwhanna_transcoder")
 mntss_clt_layer_huggingface_loader = _unsupported("mntss_clt_layer_transcoder")
