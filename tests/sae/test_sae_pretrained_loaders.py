@@ -194,6 +194,38 @@ def test_qwen_scope_and_goodfire_checkpoints_are_transposed(tmp_path, files):
         loaders.get_goodfire_config_from_hf("Goodfire/other", "x.pt", "cpu")
 
 
+def test_circuit_tracer_transcoders(tmp_path, files):
+    wandb = "d_model:\n  value: 4\nd_feature:\n  value: 8\nbatch_size:\n  value: 16\n"
+    (tmp_path / "wandb-config.yaml").write_text(wandb)
+    (tmp_path / "config.yaml").write_text(
+        "model_name: gpt2\nfeature_input_hook: hook_resid_mid\nfeature_output_hook: hook_mlp_out\n"
+    )
+    files["wanb-config.yaml"] = tmp_path / "wandb-config.yaml"  # the misspelt name
+    files["config.yaml"] = tmp_path / "config.yaml"
+    raw = {"W_enc": torch.randn(8, 4), "W_dec": torch.randn(8, 4)}
+    raw |= {"b_enc": torch.randn(8), "b_dec": torch.randn(4)}
+    save_file(raw, str(tmp_path / "layer_3.safetensors"))
+    files["layer_3.safetensors"] = tmp_path / "layer_3.safetensors"
+    cfg, state, _ = loaders.mwhanna_transcoder_huggingface_loader(
+        "mwhanna/x", "layer_3.safetensors"
+    )
+    assert (cfg["hook_name"], cfg["hook_name_out"]) == (
+        "blocks.3.mlp.hook_in",
+        "blocks.3.hook_mlp_out",
+    )
+    torch.testing.assert_close(state["W_enc"], raw["W_enc"].T, atol=0, rtol=0)
+    encoder = {"W_enc_1": torch.randn(8, 4), "b_enc_1": torch.randn(8), "b_dec_1": torch.randn(4)}
+    save_file(encoder, str(tmp_path / "W_enc_1.safetensors"))
+    decoder = {"W_dec_1": torch.randn(8, 2, 4)}  # to this layer and the next
+    save_file(decoder, str(tmp_path / "W_dec_1.safetensors"))
+    for name in ("W_enc_1.safetensors", "W_dec_1.safetensors"):
+        files[name] = tmp_path / name
+    with pytest.warns(UserWarning, match="summing all decoders"):
+        cfg, state, _ = loaders.mntss_clt_layer_huggingface_loader("mntss/clt", "1")
+    assert (cfg["d_in"], cfg["d_sae"], cfg["hook_name"]) == (4, 8, "blocks.1.hook_resid_mid")
+    torch.testing.assert_close(state["W_dec"], decoder["W_dec_1"].sum(1), atol=0, rtol=0)
+
+
 # ---------------------------------------------------------------- the loader table
 def test_every_release_names_a_known_loader():
     used = {

@@ -41,9 +41,9 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     asked = []
 
-    def no_network(**kwargs):
-        asked.append(kwargs)
-        raise AssertionError(f"reached for the hub: {kwargs}")
+    def no_network(*args, **kwargs):
+        asked.append((args, kwargs))
+        raise AssertionError(f"reached for the hub: {args} {kwargs}")
 
     monkeypatch.setattr(loaders, "hf_hub_download", no_network)
     return asked
@@ -140,7 +140,7 @@ def test_from_pretrained_dtype(hub):
 def test_force_download_goes_to_the_hub(hub):
     with pytest.raises(AssertionError, match="reached for the hub"):
         SAE.from_pretrained("gpt2-small-res-jb", "blocks.8.hook_resid_pre", force_download=True)
-    assert hub and hub[0]["force_download"] is True
+    assert hub and hub[0][1]["force_download"] is True
 
 
 # ----------------------------------------------------------------------- bad input

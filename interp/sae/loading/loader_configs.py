@@ -464,3 +464,58 @@ def qwen_scope_config(
         "finetuning_scaling_factor": False,
         **(overrides or {}),
     }
+
+
+def mwhanna_transcoder_config(
+    layer: int,
+    wandb: dict[str, Any],
+    model_name: str,
+    device: str | None,
+    overrides: dict | None = None,
+) -> dict[str, Any]:
+    """mwhanna's transcoders: ``mlp.hook_in`` -> ``hook_mlp_out`` (from the W&B config)."""
+    return {
+        "architecture": "transcoder",
+        "d_in": wandb["d_model"]["value"],
+        "d_out": wandb["d_model"]["value"],
+        "d_sae": wandb["d_feature"]["value"],
+        "dtype": "float32",
+        "device": device if device is not None else "cpu",
+        "activation_fn": "relu",
+        "normalize_activations": "none",
+        "model_name": model_name,
+        "hook_name": f"blocks.{layer}.mlp.hook_in",
+        "hook_name_out": f"blocks.{layer}.hook_mlp_out",
+        "dataset_path": "monology/pile-uncopyrighted",
+        "context_size": wandb["batch_size"]["value"],
+        "apply_b_dec_to_input": False,
+        "model_from_pretrained_kwargs": {"fold_ln": False},
+        **(overrides or {}),
+    }
+
+
+def mntss_clt_layer_config(
+    layer: str,
+    info: dict[str, Any],
+    shapes: dict[str, list[int]],
+    device: str | None,
+    overrides: dict | None = None,
+) -> dict[str, Any]:
+    """A cross-layer transcoder's layer (its ``config.yaml``, its encoder file's shapes)."""
+    d_in, d_sae = shapes[f"b_dec_{layer}"][0], shapes[f"b_enc_{layer}"][0]
+    return {
+        "architecture": "transcoder",
+        "d_in": d_in,
+        "d_out": d_in,
+        "d_sae": d_sae,
+        "dtype": "float32",
+        "device": device if device is not None else "cpu",
+        "activation_fn": "relu",
+        "normalize_activations": "none",
+        "model_name": info["model_name"],
+        "hook_name": f"blocks.{layer}.{info['feature_input_hook']}",
+        "hook_name_out": f"blocks.{layer}.{info['feature_output_hook']}",
+        "apply_b_dec_to_input": False,
+        "model_from_pretrained_kwargs": {"fold_ln": False},
+        **(overrides or {}),
+    }

@@ -6,10 +6,11 @@ Files come from the Hugging Face cache first (so a cached SAE loads offline), el
 Formats read: SAELens (``sae_lens``), Gemma Scope 1 (``gemma_2``, ``gemma_2_transcoder``),
 Gemma Scope 2 (``gemma_3``), Llama Scope (``llama_scope``, ``llama_scope_r1_distill``),
 sparsify, GPT-2 ``hook_z`` (``connor_rob_hook_z``), DeepSeek R1 (``deepseek_r1``), Goodfire and
-Qwen Scope. Loaders for the rest of SAELens's formats (``dictionary_learning_1``,
-``mwhanna_transcoder``, ``mntss_clt_layer_transcoder``, ``temporal``) exist under their names
-and raise ``UnsupportedSAEFormat`` saying so. The names live in this one module, as in SAELens,
-because code that patches its ``hf_hub_download`` (SAELens's own tests do) patches it here.
+Qwen Scope, and circuit-tracer's transcoders (``mwhanna_transcoder``,
+``mntss_clt_layer_transcoder``). Loaders for the rest of SAELens's formats
+(``dictionary_learning_1``, ``temporal``) exist under their names and raise
+``UnsupportedSAEFormat`` saying so. The names live in this one module, as in SAELens, because
+code that patches its ``hf_hub_download`` (SAELens's own tests do) patches it here.
 
 Example:
     >>> import tempfile
@@ -21,11 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
+import yaml
 from huggingface_hub import hf_hub_download, try_to_load_from_cache
 from huggingface_hub.file_download import _CACHED_NO_EXIST
 from huggingface_hub.utils import EntryNotFoundError
@@ -96,12 +100,12 @@ def hub_file(
         cached = _cached(repo_id, full)
         if isinstance(cached, str):
             return cached
-    kwargs: dict[str, Any] = {"repo_id": repo_id, "filename": filename}
+    kwargs: dict[str, Any] = {}
     if subfolder is not None:
         kwargs["subfolder"] = subfolder
     if revision is not None:
         kwargs["revision"] = revision
-    return hf_hub_download(**kwargs, force_download=force_download)
+    return hf_hub_download(repo_id, filename, **kwargs, force_download=force_download)
 
 
 def optional_hub_file(
@@ -118,7 +122,7 @@ def optional_hub_file(
         if beside is not None and _is_in_cache(beside):
             return None
     try:
-        return hf_hub_download(repo_id=repo_id, filename=filename, force_download=force_download)
+        return hf_hub_download(repo_id, filename, force_download=force_download)
     except EntryNotFoundError:
         return None
 
@@ -606,6 +610,102 @@ def qwen_scope_sae_huggingface_loader(
     return cfg_dict, state_dict, None
 
 
+# ------------------------------------------------- circuit-tracer's transcoder folders
+def _yaml(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def get_mwhanna_transcoder_config_from_hf(
+    repo_id: str,
+    folder_name: str,
+    device: str | None = None,
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """mwhanna's per-layer transcoders (``layer_N.safetensors``; ``wandb-config.yaml``, or its
+    misspelling ``wanb-config.yaml``; ``config.yaml`` for the model, if the repo has one)."""
+    layer = int(folder_name.replace(".safetensors", "").split("_")[-1])
+    wandb = optional_hub_file(repo_id, "wandb-config.yaml", force_download)
+    wandb = wandb or hub_file(repo_id, "wanb-config.yaml", force_download=force_download)
+    base_path = optional_hub_file(repo_id, "config.yaml", force_download)
+    if base_path is not None:
+        base = _yaml(base_path)
+    else:  # the 14b transcoders have no config.yaml: the model from the repository id
+        size = re.search(r"qwen3-(\d+(?:\.\d+)?)b", repo_id)
+        if not size:
+            raise ValueError(f"Could not extract Qwen3 size from repo_id: {repo_id}")
+        base = {"model_name": f"Qwen/Qwen3-{size.group(1)}B"}
+    return loader_configs.mwhanna_transcoder_config(
+        layer, _yaml(wandb), base["model_name"], device, cfg_overrides
+    )
+
+
+def mwhanna_transcoder_huggingface_loader(
+    repo_id: str,
+    folder_name: str,
+    device: str = "cpu",
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> LoaderResult:
+    cfg_dict = get_mwhanna_transcoder_config_from_hf(
+        repo_id, folder_name, device, force_download, cfg_overrides
+    )
+    revision = (cfg_overrides or {}).get("revision")
+    path = hub_file(repo_id, folder_name, force_download=force_download, revision=revision)
+    state_dict = load_safetensors_weights(path, device=device, dtype=cfg_dict.get("dtype"))
+    state_dict["W_enc"] = state_dict["W_enc"].T
+    return cfg_dict, state_dict, None
+
+
+def get_mntss_clt_layer_config_from_hf(
+    repo_id: str,
+    folder_name: str,
+    device: str,
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One layer of a cross-layer transcoder (``folder_name``: the layer)."""
+    info = _yaml(hub_file(repo_id, "config.yaml", force_download=force_download))
+    shapes = get_safetensors_tensor_shapes(repo_id, f"W_enc_{folder_name}.safetensors")
+    return loader_configs.mntss_clt_layer_config(folder_name, info, shapes, device, cfg_overrides)
+
+
+def mntss_clt_layer_huggingface_loader(
+    repo_id: str,
+    folder_name: str,
+    device: str = "cpu",
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> LoaderResult:
+    """A cross-layer transcoder's layer as a single-layer transcoder, its decoders to every
+    later layer summed: for its feature activations, not for reconstruction (SAELens warns)."""
+    warnings.warn(
+        "This loads the CLT layer as a single layer transcoder by summing all decoders "
+        "together. This should only be used to find feature activations, not for "
+        "reconstruction",
+        UserWarning,
+        stacklevel=2,
+    )
+    cfg_dict = get_mntss_clt_layer_config_from_hf(
+        repo_id, folder_name, device, force_download, cfg_overrides
+    )
+    dtype = cfg_dict.get("dtype")
+    encoder_file = f"W_enc_{folder_name}.safetensors"
+    encoder_path = hub_file(repo_id, encoder_file, force_download=force_download)
+    decoder_file = f"W_dec_{folder_name}.safetensors"
+    decoder_path = hub_file(repo_id, decoder_file, force_download=force_download)
+    encoder = load_safetensors_weights(encoder_path, device=device, dtype=dtype)
+    decoder = load_safetensors_weights(decoder_path, device=device, dtype=dtype)
+    state_dict = {
+        "W_enc": encoder[f"W_enc_{folder_name}"].T,
+        "b_enc": encoder[f"b_enc_{folder_name}"],
+        "b_dec": encoder[f"b_dec_{folder_name}"],
+        "W_dec": decoder[f"W_dec_{folder_name}"].sum(dim=1),
+    }
+    return cfg_dict, state_dict, None
+
+
 # ------------------------------------------------------- formats interp does not read
 def _unsupported(name: str) -> Any:
     def loader(*args: Any, **kwargs: Any) -> Any:
@@ -622,10 +722,6 @@ def _unsupported(name: str) -> Any:
 
 dictionary_learning_sae_huggingface_loader_1 = _unsupported("dictionary_learning_1")
 get_dictionary_learning_config_1_from_hf = _unsupported("dictionary_learning_1")
-mwhanna_transcoder_huggingface_loader = _unsupported("mwhanna_transcoder")
-get_mwhanna_transcoder_config_from_hf = _unsupported("mwhanna_transcoder")
-mntss_clt_layer_huggingface_loader = _unsupported("mntss_clt_layer_transcoder")
-get_mntss_clt_layer_config_from_hf = _unsupported("mntss_clt_layer_transcoder")
 temporal_sae_huggingface_loader = _unsupported("temporal")
 get_temporal_sae_config_from_hf = _unsupported("temporal")
 
