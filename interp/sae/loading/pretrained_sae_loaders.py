@@ -3,14 +3,18 @@ each takes ``(repo_id, folder_name, device, force_download, cfg_overrides)`` and
 SAELens's ``(config dict, state dict, log sparsity or None)``, with its keys and tensor names.
 
 Files come from the Hugging Face cache first (so a cached SAE loads offline), else from the hub.
-Formats read: SAELens (``sae_lens``), Gemma Scope 1 (``gemma_2``, ``gemma_2_transcoder``),
-Gemma Scope 2 (``gemma_3``), Llama Scope (``llama_scope``, ``llama_scope_r1_distill``),
-sparsify, GPT-2 ``hook_z`` (``connor_rob_hook_z``), DeepSeek R1 (``deepseek_r1``), Goodfire and
-Qwen Scope, and circuit-tracer's transcoders (``mwhanna_transcoder``,
-``mntss_clt_layer_transcoder``). Loaders for the rest of SAELens's formats
+Formats read: SAELens (``sae_lens``), Gemma Scope 1 (``gemma_2``, ``gemma_2_transcoder``), Gemma
+Scope 2 (``gemma_3``), Llama Scope (``llama_scope``, ``llama_scope_r1_distill``), sparsify,
+GPT-2 ``hook_z`` (``connor_rob_hook_z``), DeepSeek R1, Goodfire, Qwen Scope, and
+circuit-tracer's transcoders (``mwhanna_transcoder``, ``mntss_clt_layer_transcoder``); the
+config dicts are built in ``loader_configs``. Loaders for the rest of SAELens's formats
 (``dictionary_learning_1``, ``temporal``) exist under their names and raise
-``UnsupportedSAEFormat`` saying so. The names live in this one module, as in SAELens, because
-code that patches its ``hf_hub_download`` (SAELens's own tests do) patches it here.
+``UnsupportedSAEFormat`` saying so.
+
+One flat module, as SAELens's, and longer than our files usually are, on purpose: its users and
+tests patch its names (``hf_hub_download``, ``load_safetensors_weights``,
+``get_safetensors_tensor_shapes``, the ``get_*_config_from_hf`` getters), and every loader must
+find the patched name where SAELens's would, in this module's namespace at call time.
 
 Example:
     >>> import tempfile
