@@ -104,7 +104,9 @@ def test_from_pretrained_equals_saelens(hub, case):
     prefix = f"{case}."
     want = {k[len(prefix) :]: v for k, v in TENSORS.items() if k.startswith(prefix)}
     for name, param in sae.named_parameters():
-        torch.testing.assert_close(param.detach(), want[name], **tolerance(torch.float32))
+        # Gemma Scope 2's affine skip: Google's x @ affine, where SAELens 6.45.3 has x @ affine.T
+        expected = want[name].T if name == "W_skip" else want[name]
+        torch.testing.assert_close(param.detach(), expected, **tolerance(torch.float32))
     if "log_sparsity" in want:
         torch.testing.assert_close(log_sparsity, want["log_sparsity"], atol=0, rtol=0)
     else:
@@ -122,6 +124,19 @@ def test_load_sae_config_from_huggingface_equals_saelens(hub, case):
     release, sae_id = {**fake_hub.CASES, **fake_hub.CONFIG_ONLY}[case]
     got = loaders.load_sae_config_from_huggingface(release, sae_id)
     assert got == EXPECTED[case]["load_sae_config_from_huggingface"]
+
+
+def test_gemma_scope_2_affine_skip_adds_x_at_affine(hub, tmp_path):
+    """Google's reference transcoder adds ``x @ affine_skip_connection``."""
+    release, sae_id = fake_hub.CASES["gemma_3_transcoder"]
+    sae = SAE.from_pretrained(release, sae_id)
+    snapshot = next((tmp_path / "hub").glob("models--google--gemma-scope-2-270m-pt/snapshots/*"))
+    raw = load_file(snapshot / sae_id / "params.safetensors")
+    x = fake_hub.probe_input()
+    with torch.no_grad():
+        got = sae.skip(x)
+    want = x @ raw["affine_skip_connection"]
+    torch.testing.assert_close(got, want, **tolerance(torch.float32, reduction=16, magnitude=want))
 
 
 def test_from_pretrained_returns_the_sae_with_its_hook(hub):

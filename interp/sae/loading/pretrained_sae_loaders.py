@@ -402,7 +402,10 @@ def gemma_3_sae_huggingface_loader(
     force_download: bool = False,
     cfg_overrides: dict[str, Any] | None = None,
 ) -> LoaderResult:
-    """Gemma Scope 2 SAEs and transcoders (``params.safetensors``; CLT layers summed)."""
+    """Gemma Scope 2 SAEs and transcoders (``params.safetensors``; CLT layers summed). One
+    deliberate difference from SAELens 6.45.3: an affine transcoder's ``W_skip`` is
+    ``affine_skip_connection.T``, so the output adds ``x @ affine_skip_connection`` as in Google's
+    reference code (SAELens adds ``x @ affine_skip_connection.T``)."""
     cfg_dict = get_gemma_3_config_from_hf(
         repo_id, folder_name, device, force_download, cfg_overrides
     )
@@ -416,7 +419,10 @@ def gemma_3_sae_huggingface_loader(
     state_dict = {"W_enc": raw["w_enc"], "W_dec": w_dec, "b_enc": raw["b_enc"]}
     state_dict |= {"b_dec": raw["b_dec"], "threshold": raw["threshold"]}
     if "affine_skip_connection" in raw:
-        state_dict["W_skip"] = raw["affine_skip_connection"]
+        # Google's skip is x @ affine [d_in, d_out]; an SAE's is x @ W_skip.T. SAELens 6.45.3
+        # stores the affine untransposed (x @ affine.T), which differs for these non-symmetric
+        # matrices: here, as interp.sae.formats.load_gemma_scope_2, Google's convention.
+        state_dict["W_skip"] = raw["affine_skip_connection"].T.contiguous()
     return cfg_dict, state_dict, None
 
 
