@@ -80,6 +80,29 @@ class PretrainedSaeHuggingfaceLoader(Protocol):
     ) -> LoaderResult: ...
 
 
+class PretrainedSaeConfigHuggingfaceLoader(Protocol):
+    def __call__(
+        self,
+        repo_id: str,
+        folder_name: str,
+        device: str,
+        force_download: bool,
+        cfg_overrides: dict[str, Any] | None,
+    ) -> dict[str, Any]: ...
+
+
+class PretrainedSaeDiskLoader(Protocol):
+    def __call__(
+        self, path: str | Path, device: str, cfg_overrides: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Tensor]]: ...
+
+
+class PretrainedSaeConfigDiskLoader(Protocol):
+    def __call__(
+        self, path: str | Path, device: str | None, cfg_overrides: dict[str, Any] | None
+    ) -> dict[str, Any]: ...
+
+
 class UnsupportedSAEFormat(NotImplementedError):
     """A SAELens format interp does not read (the message says which and what to do)."""
 
@@ -753,7 +776,7 @@ NAMED_PRETRAINED_SAE_LOADERS: dict[str, PretrainedSaeHuggingfaceLoader] = {
     "goodfire": get_goodfire_huggingface_loader,
 }
 
-NAMED_PRETRAINED_SAE_CONFIG_GETTERS: dict[str, Any] = {
+NAMED_PRETRAINED_SAE_CONFIG_GETTERS: dict[str, PretrainedSaeConfigHuggingfaceLoader] = {
     "sae_lens": get_sae_lens_config_from_hf,
     "connor_rob_hook_z": get_connor_rob_hook_z_config_from_hf,
     "gemma_2": get_gemma_2_config_from_hf,
