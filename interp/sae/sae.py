@@ -279,21 +279,43 @@ class SAE(HookedRootModule):
     @classmethod
     def from_pretrained(
         cls,
-        repo_id: str,
-        subfolder: str | None = None,
+        release: str,
+        sae_id: str | None = None,
         device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        force_download: bool = False,
         **kw: Any,
     ) -> SAE:
-        """Download (or read from the Hugging Face cache, offline) ``repo_id/subfolder`` and
-        load it as ``SAE.load`` does.
+        """A SAELens release's SAE (``SAE.from_pretrained("gpt2-small-res-jb",
+        "blocks.8.hook_resid_pre")``, through SAELens's release directory), or
+        ``hf://owner/repo[/folder]``, a repository id + folder, a folder, a shipped name; read
+        from the Hugging Face cache when it is there (offline). See
+        ``interp.sae.loading.pretrained.load_pretrained``.
 
         Example:
             >>> sae = SAE.from_pretrained(  # needs the hub once  # doctest: +SKIP
-            ...     "google/gemma-scope-2b-pt-res", "layer_3/width_16k/average_l0_59")
+            ...     "gemma-scope-2b-pt-res-canonical", "layer_3/width_16k/canonical")
         """
-        from interp.sae.formats import load_from_hub
+        from interp.sae.loading.pretrained import load_pretrained
 
-        return load_from_hub(repo_id, subfolder, device=device, **kw)
+        return load_pretrained(release, sae_id, device, dtype, force_download, **kw)
+
+    @classmethod
+    def from_pretrained_with_cfg_and_sparsity(
+        cls,
+        release: str,
+        sae_id: str,
+        device: str = "cpu",
+        dtype: str = "float32",
+        force_download: bool = False,
+        converter: Any = None,
+    ) -> tuple[SAE, dict[str, Any], torch.Tensor | None]:
+        """SAELens's ``(sae, cfg_dict, log_sparsity)`` for ``sae_id`` of ``release``."""
+        from interp.sae.loading.pretrained import from_pretrained_with_cfg_and_sparsity
+
+        return from_pretrained_with_cfg_and_sparsity(
+            release, sae_id, device, dtype, force_download, converter
+        )
 
     # ---------------------------------------------------------------------- forward
     def _hook(self, name: str, x: Tensor, hooked: bool) -> Tensor:
