@@ -224,3 +224,12 @@ def values_at(
         return edges.values.new_zeros(len(wanted))
     found = keys[where] == wanted
     return torch.where(found, edges.values[where], edges.values.new_zeros(()))
+
+
+def entries(
+    adjacency: Tensor, targets: Int[Tensor, " k"], sources: Int[Tensor, " k"]
+) -> Float[Tensor, " k"]:
+    """``adjacency[targets, sources]`` for a dense or a sparse graph matrix."""
+    if is_sparse(adjacency):
+        return values_at(adjacency, targets, sources)
+    return adjacency[targets.to(adjacency.device), sources.to(adjacency.device)]

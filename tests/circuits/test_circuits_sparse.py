@@ -210,3 +210,22 @@ def test_backward_in_passes_within_the_budget(replacement, dense, monkeypatch) -
     torch.testing.assert_close(
         graph.adjacency_matrix.to_dense() / magnitude, dense.adjacency_matrix / magnitude, **bound
     )
+
+
+def test_attention_annotations_read_a_sparse_graph(
+    replacement: ReplacementModel, dense: Graph, sparse: Graph
+) -> None:
+    """Head loadings index the graph's edges and annotate_attention walks the pruned ones:
+    on the sparse graph at t = 0 both give what they give on the dense graph."""
+    from interp.circuits import annotate_attention, head_loadings
+
+    target = dense.adjacency_matrix.shape[0] - 1  # the top logit
+    from_dense, from_sparse = (
+        head_loadings(replacement, dense, target),
+        head_loadings(replacement, sparse, target),
+    )
+    assert torch.equal(from_sparse.edge, from_dense.edge)
+    assert torch.equal(from_sparse.heads, from_dense.heads)
+    dense_json = annotate_attention(replacement, dense, max_qk=4).to_json(dense)
+    sparse_json = annotate_attention(replacement, sparse, max_qk=4).to_json(sparse)
+    assert sparse_json["head_loadings"] == dense_json["head_loadings"]

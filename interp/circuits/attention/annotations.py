@@ -34,6 +34,7 @@ from interp.circuits.attention.head_loadings import RULE, _check_unsupported, ta
 from interp.circuits.attention.qk_attribution import QKAttribution, _check_call, qk_attribution
 from interp.circuits.graph import Graph, prune_graph
 from interp.circuits.replacement_model import ReplacementModel
+from interp.circuits.sparse_graph import edges_of, entries, is_sparse
 
 SCHEMA_VERSION = 1
 
@@ -71,6 +72,7 @@ class AttentionAnnotations:
         ((source id, target id); all when None), the ``top`` heads of each and the ``top``
         pairs of each QK attribution (the rest summed in ``"other"``)."""
         ids = node_ids(graph)
+        edge_weights = entries(graph.adjacency_matrix, self.targets, self.sources)
         loadings = []
         pairs = zip(self.targets.tolist(), self.sources.tolist(), strict=True)
         for i, (target, source) in enumerate(pairs):
@@ -83,7 +85,7 @@ class AttentionAnnotations:
             listed = [[j // n_heads, j % n_heads, _number(flat[j])] for j in order]
             loadings.append({
                 "source": ids[source], "target": ids[target],
-                "weight": _number(graph.adjacency_matrix[target, source]),
+                "weight": _number(edge_weights[i]),
                 "bypass": _number(self.bypass[i]),
                 "heads": listed, "other": _number(flat.sum() - sum(flat[j] for j in order)),
             })  # fmt: skip
@@ -187,8 +189,14 @@ def annotate_attention(
     _check_unsupported(model)
     run = FrozenRun(model, graph)
     node_mask, edge_mask, _ = prune_graph(graph, node_threshold, edge_threshold)
-    edge_mask = edge_mask & node_mask[:, None] & node_mask[None, :]
-    targets, sources = edge_mask.cpu().nonzero(as_tuple=True)
+    if is_sparse(edge_mask):  # a graph traced with sparse_threshold
+        kept = edges_of(edge_mask.cpu())
+        targets, sources = kept.targets[kept.values], kept.sources[kept.values]
+    else:
+        targets, sources = edge_mask.cpu().nonzero(as_tuple=True)
+    node_mask = node_mask.cpu()
+    both_kept = node_mask[targets] & node_mask[sources]
+    targets, sources = targets[both_kept], sources[both_kept]
     heads = torch.zeros(len(targets), run.n_layers, run.n_heads, dtype=run.dtype)
     bypass = torch.zeros(len(targets), dtype=run.dtype)
     for target in targets.unique().tolist():

@@ -55,6 +55,7 @@ from interp.circuits.attribution import _gradient_rows
 from interp.circuits.backward import FrozenBackward, _Layer, unsupported
 from interp.circuits.graph import Graph
 from interp.circuits.replacement_model import ReplacementModel
+from interp.circuits.sparse_graph import entries
 
 RULE = "last-head"
 
@@ -194,7 +195,8 @@ def head_loadings(
             [run.check_node(s, "source") for s in list(source)], dtype=torch.long
         )
     bypass, heads = target_rows(model, run, target)
-    edge = graph.adjacency_matrix[target, sources].cpu().to(run.dtype)
+    targets = torch.full_like(sources, target)
+    edge = entries(graph.adjacency_matrix, targets, sources).cpu().to(run.dtype)
     bypass, heads = bypass[sources], heads[..., sources]
     if isinstance(source, int) or (isinstance(source, Tensor) and source.ndim == 0):
         bypass, heads, edge = bypass[0], heads[..., 0], edge[0]
