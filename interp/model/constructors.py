@@ -63,6 +63,7 @@ class ModelLoadingMixin:
         default_padding_side: str | None = None,
         dtype: torch.dtype | str | None = None,
         first_n_layers: int | None = None,
+        tp_size: int = 1,
     ) -> HookedTransformer:
         """A model from a TransformerLens name or hub id (``"gpt2-small"``, ``"gpt2"``,
         ``"gpt2-medium"``, ..., read from the Hugging Face cache when offline), a Hugging Face
@@ -74,6 +75,10 @@ class ModelLoadingMixin:
         activations equal TransformerLens's, but logits differ from Hugging Face's by a
         per-position constant. ``from_pretrained_no_processing`` gives Hugging Face's numbers.
         See ``interp.loading.pretrained.load_pretrained``.
+
+        ``tp_size=N`` (interp's own), called on every rank of ``torchrun --nproc_per_node
+        N``: tensor parallel, each rank holding its share of every block's heads and neurons,
+        hooks seeing whole activations (see ``interp.distributed``).
 
         Example:
             >>> import tempfile
@@ -95,6 +100,29 @@ class ModelLoadingMixin:
                     f"from_pretrained({name}={value!r}) is not supported yet (interp loads the "
                     f"final GPT-2-family weights on one device); leave {name} at {default!r}."
                 )
+        steps = dict(
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            center_unembed=center_unembed,
+            fold_value_biases=fold_value_biases,
+            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+        )
+        if tp_size != 1:
+            from interp.distributed.pretrained import load_pretrained_tp
+
+            model = load_pretrained_tp(
+                model_name,
+                tp_size,
+                device=device if move_to_device else "cpu",
+                dtype=dtype,
+                tokenizer=tokenizer,
+                hf_model=hf_model,
+                model_class=cls,
+                **steps,
+            )
+            if default_prepend_bos is not None:
+                model.cfg.default_prepend_bos = default_prepend_bos
+            return model
         model = load_pretrained(
             model_name,
             device=device if move_to_device else "cpu",
