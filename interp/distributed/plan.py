@@ -60,12 +60,12 @@ def valid_sizes(cfg: HookedTransformerConfig) -> list[int]:
 def _problem(cfg: HookedTransformerConfig, size: int) -> str | None:
     n_kv = cfg.n_key_value_heads or cfg.n_heads
     if cfg.n_heads % size:
-        return "the attention heads"
+        return "attention heads"
     if n_kv % size and size % n_kv:
-        return "the key/value heads"
+        return "key/value heads"
     widths = [] if cfg.attn_only else [cfg.d_mlp, cfg.d_mlp_shared_expert]
     if any(width is not None and width % size for width in widths):
-        return "the MLP's neurons"
+        return "MLP neurons"
     return None
 
 
