@@ -18,7 +18,12 @@ import torch
 import torch.distributed as dist
 
 from interp.distributed import TensorParallelError
-from interp.patching import get_act_patch_attn_head_out_all_pos, get_act_patch_resid_pre
+from interp.patching import (
+    get_act_patch_attn_head_out_all_pos,
+    get_act_patch_resid_pre,
+    get_attr_patch_attn_head_all_pos_every,
+    get_attr_patch_block_every,
+)
 from interp.sae import SAE, SAEConfig
 from interp.sae.splice import HookedSAETransformer
 from tests.support.tolerances import error_bound, model_error_bound
@@ -214,6 +219,13 @@ def check_patching(checks: Checks, tp, ref) -> None:
             results.append(sweep(model, CORRUPTED, clean_cache, metric, progress=False))
         bound = forward_bound(ref.cfg, results[1].abs().max().item())
         checks.close(f"patching {sweep.__name__}", results[0], results[1], bound)
+    for sweep in (get_attr_patch_block_every, get_attr_patch_attn_head_all_pos_every):
+        results = []
+        for model in (tp, ref):
+            _, clean_cache = model.run_with_cache(TOKENS)
+            results.append(sweep(model, CORRUPTED, clean_cache, metric))
+        bound = forward_bound(ref.cfg, results[1].abs().max().item(), factor=2)
+        checks.close(f"attribution patching {sweep.__name__}", results[0], results[1], bound)
 
 
 def check_sae(checks: Checks, tp, ref) -> None:
