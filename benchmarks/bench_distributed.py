@@ -1,8 +1,8 @@
 """Tensor parallel over 2 ranks (torchrun, gloo, one thread each) against one process (two
 threads) on the same CPU machine, on a GPT-2-shaped random checkpoint:
 
-- forward time, TP / one process (best-of-N wall clock; the ranks meet at a barrier before
-  each forward, which the time includes);
+- forward time, TP / one process with two threads and with one (best-of-N wall clock; the
+  ranks meet at a barrier before each forward, which the time includes);
 - per-rank block weights against the whole model's (about 1/N);
 - bytes communicated per forward (the payload of every collective: the all-reduces after
   attention and MLP, the input check's digest) against the minimum, two all-reduces of
@@ -184,11 +184,22 @@ def main() -> None:
         torch.set_num_threads(2)  # as many threads as the two ranks together
         model = HookedTransformer.from_pretrained_no_processing(folder)
     tokens = tokens_of(shape)
+
+    def on_threads(n_threads: int, run):
+        def timed():
+            torch.set_num_threads(n_threads)
+            return run()
+
+        return timed
+
     with torch.no_grad():
         one = best_times(
             {
-                "plain": lambda: model(tokens),
-                "hooked": lambda: model.run_with_hooks(tokens, fwd_hooks=hook_z_hooks(model)),
+                "plain": on_threads(2, lambda: model(tokens)),
+                "hooked": on_threads(
+                    2, lambda: model.run_with_hooks(tokens, fwd_hooks=hook_z_hooks(model))
+                ),
+                "one thread": on_threads(1, lambda: model(tokens)),
             },
             args.repeats,
         )
@@ -198,7 +209,10 @@ def main() -> None:
         f"heads; tokens [{shape['batch']}, {shape['pos']}]; 2 ranks (gloo, 1 thread each) vs "
         "1 process (2 threads)"
     )
-    print(f"forward time, TP / one process: {tp['times']['plain'] / one['plain']:.2f}")
+    print(
+        f"forward time, TP / one process: {tp['times']['plain'] / one['plain']:.2f} "
+        f"(2 threads), {tp['times']['plain'] / one['one thread']:.2f} (1 thread)"
+    )
     print(f"block weights per rank / whole: {tp['block_bytes'] / block_bytes(model):.3f}")
     print(
         f"bytes communicated per forward / minimum (2 all-reduces of [batch, pos, d_model] a "

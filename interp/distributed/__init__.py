@@ -13,6 +13,7 @@ as in one process.
 - ``sharded_loading``: reading a rank's slices of a checkpoint;
 - ``layers``: the sharded attention, MLP and mixture of experts;
 - ``hooks``: gathered and replicated hook points;
+- ``sharded_hooks``: the opt-in mode where hooks see each rank's own part;
 - ``inputs``: the check that every rank runs the same input;
 - ``processing``: TransformerLens's weight processing on shards;
 - ``pretrained``: ``from_pretrained(..., tp_size=N)``.
@@ -21,6 +22,7 @@ as in one process.
 from interp.distributed.plan import ShardPlan, check_tp_size, valid_sizes
 from interp.distributed.pretrained import load_pretrained_tp
 from interp.distributed.process_group import TensorParallelError, TPGroup, tensor_parallel_group
+from interp.distributed.sharded_hooks import sharded_hooks
 
 __all__ = [
     "ShardPlan",
@@ -28,6 +30,7 @@ __all__ = [
     "TensorParallelError",
     "check_tp_size",
     "load_pretrained_tp",
+    "sharded_hooks",
     "tensor_parallel_group",
     "valid_sizes",
 ]

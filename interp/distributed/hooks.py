@@ -40,15 +40,29 @@ class ReplicatedHookPoint(HookPoint):
 
 class GatheredHookPoint(ReplicatedHookPoint):
     """A hook point on a per-head or per-neuron activation split along ``layout``: hooks see
-    (and edit, and get the gradient of) the whole activation; each rank keeps its part."""
+    (and edit, and get the gradient of) the whole activation; each rank keeps its part.
+
+    With ``sharded`` on (``interp.distributed.sharded_hooks``), hooks see this rank's part
+    alone, with no gather: ``shard`` says which heads or neurons it holds.
+    """
 
     def __init__(self, tp: TPGroup, layout: ShardLayout) -> None:
         super().__init__(tp)
         self.layout = layout
+        self.sharded = False
+
+    @property
+    def shard(self) -> tuple[int, int, int]:
+        """(axis, first, end): the heads or neurons ``[first, end)`` this rank holds, along
+        ``axis`` of the activation (negative: counted from the end)."""
+        start = self.layout.starts[self.tp.rank]
+        return self.layout.dim, start, start + self.layout.count
 
     def forward(self, activation: Tensor) -> Tensor:
         if not self.has_hooks:
             return activation
+        if self.sharded:  # hooks on this rank's part: no traffic
+            return super().forward(activation)
         whole = gather_shards(activation, self.layout, self.tp)
         return scatter_shards(super().forward(whole), self.layout, self.tp)
 

@@ -41,6 +41,8 @@ class ShardConfig:
         self._cfg, self._local = cfg, local
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not set yet (a copy being made): no config field is private
+            raise AttributeError(name)
         return getattr(self._local if name in _LOCAL_FIELDS else self._cfg, name)
 
 

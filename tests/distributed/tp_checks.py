@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from interp.distributed import TensorParallelError
+from interp.distributed import TensorParallelError, sharded_hooks
 from interp.patching import (
     get_act_patch_attn_head_out_all_pos,
     get_act_patch_resid_pre,
@@ -111,6 +111,7 @@ def check_model(checks: Checks, folder: str, processed: bool) -> None:
         model.set_use_attn_result(False)
 
     check_edits(checks, tp, ref)
+    check_sharded_hooks(checks, tp, ref)
     check_gradients(checks, tp, ref)
     check_patching(checks, tp, ref)
     check_sae(checks, tp, ref)
@@ -158,6 +159,51 @@ def check_edits(checks: Checks, tp, ref) -> None:
     checks.close("editing hooks", got, expected, forward_bound(ref.cfg, expected))
     left = [name for name, point in tp.hook_dict.items() if point.fwd_hooks or point.bwd_hooks]
     checks.record("no hook left after run_with_hooks", not left, str(left))
+
+
+def check_sharded_hooks(checks: Checks, tp, ref) -> None:
+    """In sharded mode a hook sees this rank's heads or neurons, and its range; editing them
+    is the one-process edit of those heads."""
+    mlp = (
+        "blocks.1.mlp.hook_post" if not ref.cfg.num_experts else "blocks.1.mlp.experts.0.hook_post"
+    )
+    names = ["blocks.0.attn.hook_z", "blocks.1.attn.hook_pattern", "blocks.0.attn.hook_k", mlp]
+    _, ref_cache = ref.run_with_cache(TOKENS, names_filter=names)
+    seen = {}
+
+    def save(activation, hook):
+        seen[hook.name] = (activation.clone(), hook.shard)
+
+    with sharded_hooks(tp):
+        tp.run_with_hooks(TOKENS, fwd_hooks=[(name, save) for name in names])
+    for name in names:
+        part, (axis, first, end) = seen[name]
+        expected = ref_cache[name].narrow(axis, first, end - first)
+        checks.close(f"sharded hook {name}", part, expected, forward_bound(ref.cfg, expected))
+    n_heads = ref.cfg.n_heads
+
+    def edit_mine(z, hook):  # head 1 zeroed and the last doubled, by the rank holding it
+        _, first, end = hook.shard
+        z = z.clone()
+        for head, factor in ((1, 0.0), (n_heads - 1, 2.0)):
+            if first <= head < end:
+                z[:, :, head - first] *= factor
+        return z
+
+    def edit_all(z, hook):
+        z = z.clone()
+        z[:, :, 1] *= 0.0
+        z[:, :, n_heads - 1] *= 2.0
+        return z
+
+    with sharded_hooks(tp):
+        got = tp.run_with_hooks(TOKENS, fwd_hooks=[("blocks.0.attn.hook_z", edit_mine)])
+    expected = ref.run_with_hooks(TOKENS, fwd_hooks=[("blocks.0.attn.hook_z", edit_all)])
+    checks.close("an edit in sharded mode", got, expected, forward_bound(ref.cfg, expected))
+    checks.record(
+        "whole activations again after sharded_hooks",
+        not any(getattr(point, "sharded", False) for point in tp.hook_dict.values()),
+    )
 
 
 def check_gradients(checks: Checks, tp, ref) -> None:
