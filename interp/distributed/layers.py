@@ -68,6 +68,10 @@ class TPAttention(Attention):
             "hook_z": heads(2),
             "hook_result": heads(2),  # [batch, pos, n_heads, d_model]
         }
+        if cfg.use_qk_norm:  # per head (norms across heads are refused by check_tp_size)
+            norm_hooks = ("hook_scale", "hook_normalized")  # [batch, pos, heads, 1 or d_head]
+            self.q_norm.tp_layouts = dict.fromkeys(norm_hooks, heads(2))
+            self.k_norm.tp_layouts = dict.fromkeys(norm_hooks, kv_heads(2))
         if self.alibi_slopes is not None:  # this rank's heads' slopes
             start = heads(2).starts[tp.rank]
             self.alibi_slopes = alibi_slopes(cfg.n_heads)[start : start + local.n_heads]

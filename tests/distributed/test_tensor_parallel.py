@@ -74,6 +74,42 @@ def checkpoints() -> dict[str, tuple[transformers.PreTrainedModel, str]]:
     }
 
 
+def light_checkpoints() -> dict[str, transformers.PreTrainedModel]:
+    """The other supported families, checked on their logits and every cached hook."""
+    experts = dict(num_key_value_heads=2, num_experts_per_tok=2, num_experts=4)
+    return {
+        "mistral-window": transformers.MistralForCausalLM(
+            transformers.MistralConfig(**LLAMA_LIKE, num_key_value_heads=2, sliding_window=4)
+        ),
+        "qwen2-bias": transformers.Qwen2ForCausalLM(
+            transformers.Qwen2Config(**LLAMA_LIKE, num_key_value_heads=2)
+        ),
+        "qwen3-qk-norm": transformers.Qwen3ForCausalLM(
+            transformers.Qwen3Config(**LLAMA_LIKE, num_key_value_heads=2, head_dim=16)
+        ),
+        "gemma3": transformers.Gemma3ForCausalLM(
+            transformers.Gemma3TextConfig(
+                **LLAMA_LIKE,
+                num_key_value_heads=2,
+                head_dim=16,
+                layer_types=["sliding_attention", "full_attention"],
+                sliding_window=4,
+            )
+        ),
+        "qwen2-moe-shared-expert": transformers.Qwen2MoeForCausalLM(
+            transformers.Qwen2MoeConfig(
+                **LLAMA_LIKE,
+                **experts,
+                moe_intermediate_size=40,
+                shared_expert_intermediate_size=72,
+            )
+        ),
+        "qwen3-moe": transformers.Qwen3MoeForCausalLM(
+            transformers.Qwen3MoeConfig(**LLAMA_LIKE, **experts, moe_intermediate_size=40)
+        ),
+    }
+
+
 def save(model: transformers.PreTrainedModel, folder: Path) -> Path:
     torch.manual_seed(0)
     with torch.no_grad():
@@ -91,6 +127,9 @@ def results(tmp_path_factory) -> dict[int, list[dict]]:
         f"{name}={save(model, root / name)}:{processing}"
         for name, (model, processing) in checkpoints().items()
     ]
+    specs += [
+        f"{name}={save(model, root / name)}:light" for name, model in light_checkpoints().items()
+    ]
     three_heads = transformers.LlamaConfig(
         **SMALL, hidden_size=48, intermediate_size=96, num_hidden_layers=1, num_attention_heads=3
     )
@@ -105,8 +144,18 @@ def results(tmp_path_factory) -> dict[int, list[dict]]:
 MODELS = ["gpt2", "llama-gqa", "gemma2-one-kv-head", "mixtral"]
 
 
+LIGHT = [
+    "mistral-window",
+    "qwen2-bias",
+    "qwen3-qk-norm",
+    "gemma3",
+    "qwen2-moe-shared-expert",
+    "qwen3-moe",
+]
+
+
 @pytest.mark.parametrize("rank", [0, 1])
-@pytest.mark.parametrize("model", [*MODELS, "errors"])
+@pytest.mark.parametrize("model", [*MODELS, *LIGHT, "errors"])
 def test_every_check_passes_on_every_rank(results, model, rank):
     mine = [result for result in results[rank] if result["model"] == model]
     assert len(mine) > 5, mine
