@@ -87,6 +87,9 @@ def light_checkpoints() -> dict[str, transformers.PreTrainedModel]:
         "qwen3-qk-norm": transformers.Qwen3ForCausalLM(
             transformers.Qwen3Config(**LLAMA_LIKE, num_key_value_heads=2, head_dim=16)
         ),
+        "gemma": transformers.GemmaForCausalLM(
+            transformers.GemmaConfig(**LLAMA_LIKE, num_key_value_heads=1, head_dim=16)
+        ),
         "gemma3": transformers.Gemma3ForCausalLM(
             transformers.Gemma3TextConfig(
                 **LLAMA_LIKE,
@@ -148,6 +151,7 @@ LIGHT = [
     "mistral-window",
     "qwen2-bias",
     "qwen3-qk-norm",
+    "gemma",
     "gemma3",
     "qwen2-moe-shared-expert",
     "qwen3-moe",

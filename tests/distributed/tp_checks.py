@@ -321,6 +321,12 @@ def check_bad_input(checks: Checks, folder: str, heads3: str) -> None:
             lambda name=name: model.run_with_hooks(TOKENS, fwd_hooks=[(name, wrong_shape)]),
             "shape",
         )
+    hooks = [("blocks.1.attn.hook_pattern", lambda pattern, hook: None)] if rank == 1 else []
+    checks.raises(
+        "a hook on rank 1 only",
+        lambda: model.run_with_hooks(TOKENS, fwd_hooks=hooks),
+        "hooks at different points",
+    )
     left = [name for name, point in model.hook_dict.items() if point.fwd_hooks]
     checks.record("no hook left after the error", not left, str(left))
     reference = HookedSAETransformer.from_pretrained_no_processing(folder)
