@@ -41,6 +41,12 @@ class ModelLoadingMixin:
             >>> sorted(path.name for path in folder.iterdir())
             ['config.json', 'model.safetensors']
         """
+        if self.cfg.tp_size > 1:
+            raise ValueError(
+                f"This model is one rank's share of a tensor-parallel model (tp_size="
+                f"{self.cfg.tp_size}): its blocks hold part of the heads and neurons, so save "
+                "would write a partial checkpoint. Save the checkpoint it was loaded from instead."
+            )
         return save_native(self, folder)
 
     @classmethod

@@ -350,6 +350,9 @@ def check_bad_input(checks: Checks, folder: str, heads3: str) -> None:
     checks.record(
         "TensorParallelError is a RuntimeError", issubclass(TensorParallelError, RuntimeError)
     )
+    checks.raises(
+        "saving a shard", lambda: model.save(Path(folder) / "shard"), "partial checkpoint"
+    )
 
 
 def main() -> None:
