@@ -14,11 +14,13 @@ as in one process.
 - ``layers``: the sharded attention, MLP and mixture of experts;
 - ``hooks``: gathered and replicated hook points;
 - ``sharded_hooks``: the opt-in mode where hooks see each rank's own part;
+- ``data_parallel``: copies of the model on a 2-D mesh, sharing out work and gathering it;
 - ``inputs``: the check that every rank runs the same input;
 - ``processing``: TransformerLens's weight processing on shards;
 - ``pretrained``: ``from_pretrained(..., tp_size=N)``.
 """
 
+from interp.distributed.data_parallel import data_parallel_share, gather_data_parallel
 from interp.distributed.plan import ShardPlan, check_tp_size, valid_sizes
 from interp.distributed.pretrained import load_pretrained_tp
 from interp.distributed.process_group import TensorParallelError, TPGroup, tensor_parallel_group
@@ -29,6 +31,8 @@ __all__ = [
     "TPGroup",
     "TensorParallelError",
     "check_tp_size",
+    "data_parallel_share",
+    "gather_data_parallel",
     "load_pretrained_tp",
     "sharded_hooks",
     "tensor_parallel_group",

@@ -24,22 +24,30 @@ class TensorParallelError(RuntimeError):
 
 @dataclass(frozen=True)
 class TPGroup:
-    """This process's place in a tensor-parallel model: its ``rank`` of ``size``, the
-    ``group`` the collectives run in, and the ``device`` its shard lives on."""
+    """This process's place in a tensor-parallel model: its ``rank`` of ``size`` in the
+    ``group`` the model's collectives run in, and the ``device`` its shard lives on. With
+    more processes than ``size`` (data parallel x tensor parallel, a 2-D ``DeviceMesh`` of
+    ``("dp", "tp")``), each tensor-parallel group holds one copy of the model: this one is
+    ``dp_rank`` of ``dp_size``, and ``dp_group`` joins the ranks of the same ``rank`` in
+    every copy."""
 
     group: dist.ProcessGroup
     rank: int
     size: int
     device: torch.device
+    dp_rank: int = 0
+    dp_size: int = 1
+    dp_group: dist.ProcessGroup | None = None
 
 
 def tensor_parallel_group(tp_size: int, device: torch.device | str | None = None) -> TPGroup:
     """The default process group as a ``TPGroup`` of ``tp_size`` ranks, started from
     torchrun's environment if it is not yet (NCCL on CUDA, gloo on the CPU).
 
-    Every rank must ask for the same ``tp_size``, and it must be the world size (one model
-    over all processes; data parallel on top of it is not supported yet); either mistake is
-    a ``ValueError`` on every rank.
+    Every rank must ask for the same ``tp_size``, and it must divide the world size: with
+    more processes, consecutive groups of ``tp_size`` ranks each hold a copy of the model (a
+    2-D mesh, data parallel x tensor parallel). Either mistake is a ``ValueError`` on every
+    rank.
 
     Example:
         >>> tensor_parallel_group(2)   # outside torchrun, no process group
@@ -75,17 +83,31 @@ def tensor_parallel_group(tp_size: int, device: torch.device | str | None = None
             f"The ranks asked for different tp_size: {sizes} (rank i's at index i); pass the "
             "same tp_size on every rank."
         )
-    if world != tp_size:
+    if world % tp_size:
         raise ValueError(
-            f"tp_size={tp_size} but the process group has {world} processes; tensor parallel "
-            f"runs one model over every process: start {tp_size} processes (torchrun "
-            f"--nproc_per_node {tp_size}) or pass tp_size={world}."
+            f"tp_size={tp_size} does not divide the process group's {world} processes: each "
+            f"copy of the model runs on tp_size processes, so start tp_size (torchrun "
+            f"--nproc_per_node {tp_size}) or a multiple of it (data parallel x tensor parallel)."
         )
+    on_cuda = dist.get_backend(group) == "nccl"
     if device is None:
-        backend = dist.get_backend(group)
-        on_cuda = backend == "nccl"
         device = torch.device("cuda", torch.cuda.current_device()) if on_cuda else "cpu"
-    return TPGroup(group=group, rank=rank, size=world, device=torch.device(device))
+    if world == tp_size:
+        return TPGroup(group=group, rank=rank, size=world, device=torch.device(device))
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(
+        "cuda" if on_cuda else "cpu", (world // tp_size, tp_size), mesh_dim_names=("dp", "tp")
+    )
+    return TPGroup(
+        group=mesh.get_group("tp"),
+        rank=mesh.get_local_rank("tp"),
+        size=tp_size,
+        device=torch.device(device),
+        dp_rank=mesh.get_local_rank("dp"),
+        dp_size=world // tp_size,
+        dp_group=mesh.get_group("dp"),
+    )
 
 
 def raise_together(error: BaseException | None, tp: TPGroup, what: str) -> None:

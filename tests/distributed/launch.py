@@ -1,6 +1,6 @@
-"""Starting a script under torchrun with 2 gloo processes on this machine, for tests: bound to
-127.0.0.1 on a free port, stopped after ``timeout`` seconds (a hang fails the test instead of
-stalling CI)."""
+"""Starting a script under torchrun with 2 (or more) gloo processes on this machine, for
+tests: bound to 127.0.0.1 on a free port, stopped after ``timeout`` seconds (a hang fails the
+test instead of stalling CI)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def torchrun(script: Path, *arguments: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """``torchrun --nproc-per-node 2 script arguments`` with this checkout's ``interp``."""
+def torchrun(
+    script: Path, *arguments: str, timeout: float = 240, processes: int = 2
+) -> subprocess.CompletedProcess:
+    """``torchrun --nproc-per-node processes script arguments`` with this checkout's
+    ``interp``."""
     command = [
         sys.executable,
         "-m",
@@ -28,7 +31,7 @@ def torchrun(script: Path, *arguments: str, timeout: float = 240) -> subprocess.
         "--nnodes",
         "1",
         "--nproc-per-node",
-        "2",
+        str(processes),
         "--master-addr",
         "127.0.0.1",
         "--master-port",

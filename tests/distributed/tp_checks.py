@@ -340,7 +340,7 @@ def check_bad_input(checks: Checks, folder: str, heads3: str) -> None:
     checks.raises(
         "tp_size other than the world size",
         lambda: HookedSAETransformer.from_pretrained(folder, tp_size=4),
-        "process group has 2 processes",
+        "does not divide the process group's 2 processes",
     )
     checks.raises(
         "tp_size that does not split the heads",
