@@ -266,7 +266,13 @@ class Attention(nn.Module):
             z = self.explicit_attention(q, k, v, mask, padded, additive_attention_mask, alibi)
         del q, k, v  # freed before the output projection allocates its own
         z = self.hook_z(z)  # [batch, query_pos, n_heads, d_head]
+        return self.output(z)
 
+    def output(
+        self, z: Float[Tensor, "batch query_pos n_heads d_head"]
+    ) -> Float[Tensor, "batch query_pos d_model"]:
+        """The heads' outputs summed into the residual stream, ``z @ W_O + b_O``, through
+        ``hook_result`` (each head's share) when ``cfg.use_attn_result`` is on."""
         if self.cfg.use_attn_result:
             result = self.hook_result(torch.einsum("bqhd,hdm->bqhm", z, self.W_O))
             return result.sum(dim=2) + self.b_O

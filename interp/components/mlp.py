@@ -71,4 +71,8 @@ class MLP(nn.Module):
         else:
             pre = self.hook_pre(affine(x, self.W_in, self.b_in))
             post = self.hook_post(self.act_fn(pre))
+        return self.output(post)
+
+    def output(self, post: Float[Tensor, "batch pos d_mlp"]) -> Float[Tensor, "batch pos d_model"]:
+        """The neurons' outputs written to the residual stream: ``post @ W_out + b_out``."""
         return affine(post, self.W_out, self.b_out)

@@ -163,6 +163,19 @@ class MoE(nn.Module):
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         indices, weights = self.route(x)
+        out = self.routed_output(x, indices, weights)
+        if self.cfg.d_mlp_shared_expert is not None:
+            gate = torch.sigmoid(torch.matmul(x, self.W_shared_expert_gate))
+            out = out + self.hook_shared_expert_gate(gate) * self.shared_expert(x)
+        return out
+
+    def routed_output(
+        self,
+        x: Float[Tensor, "batch pos d_model"],
+        indices: Int[Tensor, "batch pos k"],
+        weights: Float[Tensor, "batch pos k"],
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """The routed experts' outputs on ``x``, each token's weighted by ``weights``."""
         flat = x.reshape(-1, x.shape[-1])
         tokens, slots, counts = self.routed_tokens(indices.reshape(flat.shape[0], -1))
         groups = flat.index_select(0, tokens).split(counts)
@@ -174,8 +187,4 @@ class MoE(nn.Module):
         # once), in slot order, as Hugging Face's grouped experts sum them.
         per_slot = weighted.new_empty(flat.shape[0], indices.shape[-1], flat.shape[-1])
         per_slot[tokens, slots] = weighted
-        out = per_slot.sum(dim=1).to(x.dtype).view(x.shape)
-        if self.cfg.d_mlp_shared_expert is not None:
-            gate = torch.sigmoid(torch.matmul(x, self.W_shared_expert_gate))
-            out = out + self.hook_shared_expert_gate(gate) * self.shared_expert(x)
-        return out
+        return per_slot.sum(dim=1).to(x.dtype).view(x.shape)

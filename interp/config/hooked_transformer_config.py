@@ -225,6 +225,9 @@ class HookedTransformerConfig:
     expert_weights_in_float32: bool = False
     d_mlp_shared_expert: int | None = None
     init_range: float = 0.02  # weights ~ N(0, init_range) at initialisation
+    # Tensor parallel: the number of processes whose blocks each hold a slice of the heads and
+    # neurons (interp.distributed; 1: the whole model in this process).
+    tp_size: int = 1
     # Free-form facts about where the weights came from (not used by the forward pass).
     extra: dict[str, Any] = field(default_factory=dict)
 

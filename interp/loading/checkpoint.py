@@ -38,6 +38,9 @@ from interp.utils.devices import check_device
 from interp.utils.dtypes import parse_dtype
 
 Shape = tuple[int, ...]
+# Ranges [start, stop) along one axis of a tensor: the part of it that one process reads.
+Ranges = list[tuple[int, int]]
+ReadSlice = Callable[[str, int, Ranges], Tensor]
 
 _SAFETENSORS_DTYPES = {
     "F64": torch.float64,
@@ -127,7 +130,9 @@ class TensorSource:
     """The tensors of a checkpoint by name: their shapes up front, their data read on demand.
 
     ``take(name)`` reads one tensor and lets the source forget it, so a loader that converts
-    tensors one at a time never holds two copies of the weights.
+    tensors one at a time never holds two copies of the weights. ``take_slice(name, dim,
+    ranges)`` reads only the given ranges along ``dim``, concatenated (a tensor-parallel
+    process's heads or neurons); a file-backed source reads no other bytes of it.
 
     Example:
         >>> source = TensorSource.from_state_dict({"w": torch.zeros(2, 3)})
@@ -136,17 +141,38 @@ class TensorSource:
     """
 
     def __init__(
-        self, shapes: dict[str, Shape], read: Callable[[str], Tensor], check_values: bool = False
+        self,
+        shapes: dict[str, Shape],
+        read: Callable[[str], Tensor],
+        check_values: bool = False,
+        read_slice: ReadSlice | None = None,
     ) -> None:
         self.shapes = shapes
         self._read = read
+        self._read_slice = read_slice
         self._check_values = check_values
         self.non_finite: dict[str, str] = {}  # name: "3 NaN values", for the tensors taken
 
     def take(self, name: str) -> Tensor:
         """Tensor ``name``; a source that checks values (one reading a file or a state dict)
         also notes in ``non_finite`` how many NaN and infinite values it holds."""
-        tensor = self._read(name)
+        return self._checked(name, self._read(name))
+
+    def take_slice(self, name: str, dim: int, ranges: Ranges) -> Tensor:
+        """Ranges ``[start, stop)`` of tensor ``name`` along ``dim``, concatenated (a copy of
+        its own). A source without a slice reader reads the tensor, then slices it.
+
+        Example:
+            >>> source = TensorSource.from_state_dict({"w": torch.arange(6).view(2, 3)})
+            >>> source.take_slice("w", 1, [(0, 1), (2, 3)])
+            tensor([[0, 2],
+                    [3, 5]])
+        """
+        if self._read_slice is not None:
+            return self._checked(name, self._read_slice(name, dim, ranges))
+        return self._checked(name, slice_ranges(self._read(name), dim, ranges))
+
+    def _checked(self, name: str, tensor: Tensor) -> Tensor:
         if self._check_values:
             problem = non_finite_values(tensor)
             if problem:
@@ -175,7 +201,11 @@ class TensorSource:
                     f"Entry {name!r} of the state dict is a {type(value).__name__}, not a tensor."
                 )
         shapes = {name: tuple(tensor.shape) for name, tensor in state_dict.items()}
-        return cls(shapes, state_dict.pop, check_values=True)
+
+        def read_slice(name: str, dim: int, ranges: Ranges) -> Tensor:
+            return slice_ranges(state_dict.pop(name), dim, ranges)
+
+        return cls(shapes, state_dict.pop, check_values=True, read_slice=read_slice)
 
     @classmethod
     def from_safetensors(cls, paths: Iterable[str | Path]) -> TensorSource:
@@ -207,7 +237,12 @@ class TensorSource:
                 )
             return tensor
 
-        return cls({name: entry[3] for name, entry in entries.items()}, read, check_values=True)
+        def read_slice(name: str, dim: int, ranges: Ranges) -> Tensor:
+            path, offset, dtype, shape, _ = entries[name]
+            return _read_file_slice(path, offset, dtype, shape, dim, ranges, name)
+
+        shapes = {name: entry[3] for name, entry in entries.items()}
+        return cls(shapes, read, check_values=True, read_slice=read_slice)
 
     @classmethod
     def from_torch_files(cls, paths: Iterable[str | Path]) -> TensorSource:
@@ -247,7 +282,46 @@ class TensorSource:
                 del shards[path]  # its map is closed with its last tensor
             return tensor
 
-        return cls(shapes, read, check_values=True)
+        def read_slice(name: str, dim: int, ranges: Ranges) -> Tensor:
+            path = owners.pop(name)
+            shard = shards[path]
+            tensor = slice_ranges(shard.pop(name), dim, ranges)  # only its pages are read
+            if not shard:
+                del shards[path]
+            return tensor
+
+        return cls(shapes, read, check_values=True, read_slice=read_slice)
+
+
+def slice_ranges(tensor: Tensor, dim: int, ranges: Ranges) -> Tensor:
+    """``tensor``'s ``ranges`` along ``dim``, concatenated into a tensor of its own."""
+    return torch.cat([tensor.narrow(dim, start, stop - start) for start, stop in ranges], dim)
+
+
+def _read_file_slice(
+    path: Path, offset: int, dtype: torch.dtype, shape: Shape, dim: int, ranges: Ranges, name: str
+) -> Tensor:
+    """Ranges of a tensor stored row-major at byte ``offset`` of ``path``, read with plain file
+    reads of those bytes alone: one read per range for each index of the axes before ``dim``
+    (a weight's rows: one read per range; its columns: one per row and range)."""
+    outer = int(torch.Size(shape[:dim]).numel())
+    inner = int(torch.Size(shape[dim + 1 :]).numel()) * dtype.itemsize  # bytes per step of dim
+    width = sum(stop - start for start, stop in ranges)
+    out = torch.empty((*shape[:dim], width, *shape[dim + 1 :]), dtype=dtype)
+    buffer = out.view(-1).view(torch.uint8).numpy()
+    position = 0
+    with open(path, "rb") as file:
+        for index in range(outer):
+            for start, stop in ranges:
+                n_bytes = (stop - start) * inner
+                file.seek(offset + (index * shape[dim] + start) * inner)
+                if file.readinto(buffer[position : position + n_bytes]) != n_bytes:
+                    raise CheckpointError(
+                        f"{printable(path)} is truncated: tensor {name!r} is incomplete. "
+                        "Download or copy it again."
+                    )
+                position += n_bytes
+    return out
 
 
 def _read_safetensors_header(path: Path) -> dict[str, tuple[Path, int, torch.dtype, Shape, int]]:
@@ -429,6 +503,7 @@ def build_model(
     fresh: bool = False,
     *,
     model_class: type[nn.Module],
+    prepare: Callable[[nn.Module], None] | None = None,
 ) -> Any:
     """A ``model_class`` (HookedTransformer or a subclass, called as
     ``model_class(cfg, tokenizer=...)``) whose parameters are ``tensors`` (our names), in
@@ -448,6 +523,8 @@ def build_model(
         device: where the weights go (default: the CPU).
         what: the checkpoint as error messages name it.
         fresh: whether ``tensors`` were read for this load alone (then not copied).
+        prepare: called on the model (still on the meta device) before the tensors are
+            placed: a tensor-parallel load swaps in its sharded modules there.
 
     Example:
         >>> copy = build_model(model.cfg, model.state_dict().items(), model.tokenizer, "cpu",
@@ -464,6 +541,8 @@ def build_model(
             model = model_class(cfg, tokenizer=tokenizer)
     finally:
         cfg.seed = seed
+    if prepare is not None:
+        prepare(model)
     # Laid over devices (``placed_by``): each module's device, checked before any tensor
     # is read; else every tensor on ``device``.
     plan = _PLACEMENT.get()

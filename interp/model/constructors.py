@@ -45,6 +45,12 @@ class ModelLoadingMixin:
             >>> sorted(path.name for path in folder.iterdir())
             ['config.json', 'model.safetensors']
         """
+        if self.cfg.tp_size > 1:
+            raise ValueError(
+                f"This model is one rank's share of a tensor-parallel model (tp_size="
+                f"{self.cfg.tp_size}): its blocks hold part of the heads and neurons, so save "
+                "would write a partial checkpoint. Save the checkpoint it was loaded from instead."
+            )
         return save_native(self, folder)
 
     @classmethod
@@ -71,6 +77,7 @@ class ModelLoadingMixin:
         device_map: dict[str, Any] | str | None = None,
         max_memory: dict[Any, int | str] | None = None,
         dequantize_experts: bool = False,
+        tp_size: int = 1,
     ) -> HookedTransformer:
         """A model from a TransformerLens name or hub id (``"gpt2-small"``, ``"gpt2"``,
         ``"gpt2-medium"``, ..., read from the Hugging Face cache when offline), a Hugging Face
@@ -95,6 +102,10 @@ class ModelLoadingMixin:
         the same numbers; ``fold_ln`` is then skipped with a warning); ``dequantize_experts=
         True`` dequantizes them at load instead (about 3.7x the experts' bytes in bf16).
 
+        ``tp_size=N`` (interp's own), called on every rank of ``torchrun --nproc_per_node
+        N``: tensor parallel, each rank holding its share of every block's heads and neurons,
+        hooks seeing whole activations (see ``interp.distributed``).
+
         Example:
             >>> import tempfile
             >>> folder = interp.load_model("shakespeare-char").save(tempfile.mkdtemp())
@@ -111,9 +122,38 @@ class ModelLoadingMixin:
         for name, (value, default) in unsupported.items():
             if value != default and not (name == "default_padding_side" and value == "right"):
                 raise ValueError(
-                    f"from_pretrained({name}={value!r}) is not supported yet (interp loads the "
-                    f"final GPT-2-family weights on one device); leave {name} at {default!r}."
+                    f"from_pretrained({name}={value!r}) is not supported yet (interp loads a "
+                    f"checkpoint's final weights, whole); leave {name} at {default!r}."
                 )
+        steps = dict(
+            fold_ln=fold_ln,
+            center_writing_weights=center_writing_weights,
+            center_unembed=center_unembed,
+            fold_value_biases=fold_value_biases,
+            refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+        )
+        if tp_size != 1:
+            if n_devices != 1 or device_map is not None:
+                raise ValueError(
+                    f"from_pretrained(tp_size={tp_size}) splits every block over the torchrun "
+                    "ranks; it cannot also lay blocks over devices (n_devices, device_map). "
+                    "Use one or the other."
+                )
+            from interp.distributed.pretrained import load_pretrained_tp
+
+            model = load_pretrained_tp(
+                model_name,
+                tp_size,
+                device=device if move_to_device else "cpu",
+                dtype=dtype,
+                tokenizer=tokenizer,
+                hf_model=hf_model,
+                model_class=cls,
+                **steps,
+            )
+            if default_prepend_bos is not None:
+                model.cfg.default_prepend_bos = default_prepend_bos
+            return model
         placement = _placement(n_devices, device, device_map, max_memory, move_to_device)
         if placement is not None:
             device = "cpu"  # the modules the plan names go where it says
@@ -122,11 +162,7 @@ class ModelLoadingMixin:
                 model_name,
                 device=device if move_to_device else "cpu",
                 dtype=dtype,
-                fold_ln=fold_ln,
-                center_writing_weights=center_writing_weights,
-                center_unembed=center_unembed,
-                fold_value_biases=fold_value_biases,
-                refactor_factored_attn_matrices=refactor_factored_attn_matrices,
+                **steps,
                 tokenizer=tokenizer,
                 hf_model=hf_model,
                 model_class=cls,

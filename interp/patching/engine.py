@@ -80,6 +80,11 @@ def batching_obstacle(model: Any) -> str | None:
             "patching runs one forward pass per index, as TransformerLens does (slower). "
             "Attach them only around your own calls (model.hooks(...)) for batched patching."
         )
+    if model.cfg.tp_size > 1:
+        return (
+            f"tp_size={model.cfg.tp_size}: the cached keys and values batched runs restart "
+            "from are each rank's share, so patching runs one forward pass per index (slower)."
+        )
     if model.cfg.attention_dir == "bidirectional":
         return (
             "attention_dir='bidirectional': a patch changes every position, not only those "

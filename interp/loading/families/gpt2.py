@@ -128,15 +128,16 @@ def hf_shapes(cfg: HookedTransformerConfig) -> dict[str, tuple[int, ...]]:
         (768, 2304)
     """
     m, mlp = cfg.d_model, cfg.d_mlp
+    hd = cfg.n_heads * cfg.d_head  # d_model (a tensor-parallel shard's heads: less)
     shapes = {"wte.weight": (cfg.d_vocab, m), "wpe.weight": (cfg.n_ctx, m)}
     for layer in range(cfg.n_layers):
         hf = f"h.{layer}."
         shapes |= {
             hf + "ln_1.weight": (m,),
             hf + "ln_1.bias": (m,),
-            hf + "attn.c_attn.weight": (m, 3 * m),
-            hf + "attn.c_attn.bias": (3 * m,),
-            hf + "attn.c_proj.weight": (m, m),
+            hf + "attn.c_attn.weight": (m, 3 * hd),
+            hf + "attn.c_attn.bias": (3 * hd,),
+            hf + "attn.c_proj.weight": (hd, m),
             hf + "attn.c_proj.bias": (m,),
             hf + "ln_2.weight": (m,),
             hf + "ln_2.bias": (m,),
@@ -192,7 +193,7 @@ def iter_hf_tensors(
     ties them) is used with a warning, as Hugging Face does. Tensors may be views of the
     checkpoint's; ``build_model`` makes each its own.
     """
-    n_heads, d_model = cfg.n_heads, cfg.d_model
+    n_heads, qkv_width = cfg.n_heads, cfg.n_heads * cfg.d_head  # d_model, or a shard's heads
     embedding = source.take("wte.weight")  # [d_vocab, d_model]
     yield "embed.W_E", embedding
     has_lm_head = "lm_head.weight" in source.shapes
@@ -207,8 +208,8 @@ def iter_hf_tensors(
         hf, ours = f"h.{layer}.", f"blocks.{layer}."
         yield ours + "ln1.w", source.take(hf + "ln_1.weight")
         yield ours + "ln1.b", source.take(hf + "ln_1.bias")
-        qkv_weight = source.take(hf + "attn.c_attn.weight").split(d_model, dim=1)  # 3 x [m, m]
-        qkv_bias = source.take(hf + "attn.c_attn.bias").split(d_model)
+        qkv_weight = source.take(hf + "attn.c_attn.weight").split(qkv_width, dim=1)  # 3 x [m, m]
+        qkv_bias = source.take(hf + "attn.c_attn.bias").split(qkv_width)
         for name, weight, bias in zip("QKV", qkv_weight, qkv_bias, strict=True):
             yield ours + f"attn.W_{name}", einops.rearrange(weight, "m (h d) -> h m d", h=n_heads)
             yield ours + f"attn.b_{name}", einops.rearrange(bias, "(h d) -> h d", h=n_heads)
