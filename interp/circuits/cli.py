@@ -30,6 +30,13 @@ def _fraction(value: str) -> float:
     return number
 
 
+def _share(value: str) -> float:
+    number = float(value)
+    if not 0.0 <= number < 1.0:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {value}")
+    return number
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -99,6 +106,12 @@ def add_parser(subparsers: Any) -> None:
         help="explain the top logits up to this cumulative probability (default 0.95)",
     )
     parser.add_argument("--batch-size", type=_positive, default=256, help="rows a backward pass")
+    parser.add_argument(
+        "--sparse-threshold",
+        type=_share,
+        help="long prompts: keep only the edges carrying at least this share of their row "
+        "(0 keeps every nonzero edge, stored sparse); default: a dense graph",
+    )
     parser.add_argument("--slug", default="graph", help="the graph's name in its JSON")
     parser.add_argument(
         "--json-dir", type=Path, help="also keep create_graph_files's JSON files in this folder"
@@ -162,6 +175,7 @@ def run(args: argparse.Namespace) -> None:
         desired_logit_prob=args.desired_logit_prob,
         batch_size=args.batch_size,
         max_feature_nodes=args.max_feature_nodes,
+        sparse_threshold=args.sparse_threshold,
         verbose=True,  # a progress bar on stderr
     )
     options = {

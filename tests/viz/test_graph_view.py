@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from interp import HookedTransformer, HookedTransformerConfig
 from interp.viz.graph_view import GraphView, check_graph_json, served_graph_page
+from tests.support.tolerances import tolerance
 
 XSS_SCRIPT = "</script><script>window.__xss = 1</script>"
 XSS_IMG = '"><img src=x onerror="window.__xss = 2">'
@@ -214,6 +215,36 @@ def test_interp_graph_writes_the_viewer(tiny_folders, tmp_path, capsys):
         for c in contexts:
             assert c["acts"][c["index"]] == c["value"] == max(c["acts"])
             assert "".join(c["tokens"]).removeprefix("<|endoftext|>") in CONTEXT_TEXT
+
+
+def test_interp_graph_sparse_threshold(tiny_folders, tmp_path, capsys):
+    """--sparse-threshold 0 stores the graph sparse and writes the dense graph's JSON; a
+    share of 1 or more is a usage error."""
+    from interp.cli import main
+
+    base = ["graph", "--model", str(tiny_folders / "model"), "--transcoders",
+            str(tiny_folders / "tc"), "--prompt", "The cat sat", "--max-feature-nodes", "20",
+            "--batch-size", "64", "--slug", "cat"]  # fmt: skip
+    written = {}
+    for name, extra in (("dense", []), ("sparse", ["--sparse-threshold", "0"])):
+        json_dir = tmp_path / name
+        argv = [*base, "--out", str(tmp_path / f"{name}.html"), "--json-dir", str(json_dir)]
+        assert main([*argv, *extra]) == 0
+        written[name] = json.loads((json_dir / "cat.json").read_text())
+    # The same nodes; their influence sums a row's edges in another order (sparse products).
+    dense_nodes, sparse_nodes = written["dense"]["nodes"], written["sparse"]["nodes"]
+    assert len(sparse_nodes) == len(dense_nodes)
+    sparse_influence = torch.tensor([node.pop("influence") or 0.0 for node in sparse_nodes])
+    dense_influence = torch.tensor([node.pop("influence") or 0.0 for node in dense_nodes])
+    assert sparse_nodes == dense_nodes
+    torch.testing.assert_close(
+        sparse_influence, dense_influence, **tolerance(torch.float32, reduction=len(dense_nodes))
+    )
+    assert written["sparse"]["links"] == written["dense"]["links"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main([*base, "--out", str(tmp_path / "g.html"), "--sparse-threshold", "1"])
+    assert exit_info.value.code == 2 and "--sparse-threshold" in capsys.readouterr().err
 
 
 def test_interp_graph_bad_input_is_a_usage_error(tiny_folders, tmp_path, capsys):
