@@ -2,8 +2,11 @@
 rank, attribution graphs of a tensor-parallel ``ReplacementModel`` against the same
 checkpoint and transcoders in one process (adjacency, active and selected features, pruning),
 and what is refused; each result written to ``OUT/rank{r}.json`` for the test to assert.
+Then a sharded harvest of a tensor-parallel model into ``HARVEST_OUT``, which the test reads
+back against a one-process harvest.
 
-Usage: ``torchrun --nproc_per_node 2 circuit_checks.py OUT name=folder ...``
+Usage: ``torchrun --nproc_per_node 2 circuit_checks.py OUT name=folder ...
+harvest=FOLDER,DATA,HARVEST_OUT``
 """
 
 from __future__ import annotations
@@ -19,11 +22,21 @@ import torch.distributed as dist
 from interp import HookedTransformer
 from interp.circuits import ReplacementModel, TranscoderSet, attribute, prune_graph
 from interp.circuits.attention.head_loadings import head_loadings
+from interp.harvest import harvest
 from interp.sae import SAE, SAEConfig
 from tests.distributed.tp_checks import Checks
 from tests.support.tolerances import error_bound
 
 PROMPT = [1, 5, 9, 20, 3, 7, 11, 2, 30, 4]
+# The harvest's settings (hooks split by heads, shared key/value heads, neurons, the residual).
+HARVEST = dict(
+    hooks="blocks.0.hook_resid_post,blocks.1.attn.hook_z,blocks.0.attn.hook_k,"
+    "blocks.0.attn.hook_q,blocks.1.mlp.hook_post",
+    positions="1:",
+    batch_size=3,
+    shard_tokens=40,
+    progress=False,
+)
 # The transcoders' hooks: (input, output), one pair a model (circuit-tracer's names first).
 HOOKS = {"gpt2": ("ln2.hook_normalized", "hook_mlp_out"), "llama": ("mlp.hook_in", "mlp.hook_out")}
 
@@ -125,6 +138,12 @@ def refused_hooks(checks: Checks, replacement: ReplacementModel, graph) -> None:
     checks.record("no hook left", not any(p.has_hooks for p in model.hook_dict.values()))
 
 
+def run_harvest(folder: str, data: str, out: str) -> None:
+    """``harvest`` of a tensor-parallel model (sharded mode), with ``HARVEST`` settings."""
+    model = HookedTransformer.from_pretrained_no_processing(folder, tp_size=2)
+    harvest(model, data, out=out, **HARVEST)
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     checks = Checks()
@@ -132,7 +151,11 @@ def main() -> None:
         name, folder = spec.split("=", 1)
         checks.model = name
         try:
-            check_model(checks, name, folder)
+            if name == "harvest":
+                run_harvest(*folder.split(","))
+                checks.record("ran", True)
+            else:
+                check_model(checks, name, folder)
         except Exception:  # noqa: BLE001 - reported to the test, with the traceback
             checks.record("ran", False, traceback.format_exc())
     (out / f"rank{dist.get_rank()}.json").write_text(json.dumps(checks.results, indent=1))
