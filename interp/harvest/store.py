@@ -84,11 +84,9 @@ class ActivationStore(IterableDataset):
             for part in record.get("parts", []):  # a tensor-parallel harvest's other ranks'
                 self._check_size(part)
         self.hook = hook or hooks[0]
-        # A tensor-parallel harvest's split hook: (rank, [first, end)) of each part's columns.
+        # A tensor-parallel harvest's split hook: the ranks whose columns make it, in order.
         split = self.manifest["config"].get("tensor_parallel", {}).get("hooks", {}).get(self.hook)
-        self._split = (
-            None if split is None else [(rank, split["columns"][rank]) for rank in split["owners"]]
-        )
+        self._owners = None if split is None else list(split["owners"])
         self.batch_size = batch_size
         self.shuffle_buffer = shuffle_buffer
         self.seed = seed
@@ -131,17 +129,17 @@ class ActivationStore(IterableDataset):
         are checked against the manifest's sha256 (one streamed pass, then page cache). A
         tensor-parallel harvest's split hook is its parts' columns side by side."""
         vectors, ids = self._read_file(file, self._records[file])
-        if self._split is None:
+        if self._owners is None:
             return vectors, ids
         parts = {part["rank"]: part for part in self._records[file].get("parts", [])}
         columns = [vectors]  # rank 0's, in the shard's own file
-        for rank, _ in self._split[1:]:
+        for rank in self._owners[1:]:
             columns.append(self._read_file(parts[rank]["file"], parts[rank])[0])
-        return torch.cat(columns, dim=1), ids
+        return torch.cat(columns, dim=1), ids  # [tokens, d]
 
-    def _read_file(self, file: str, record: dict[str, Any]) -> tuple[Tensor, Tensor | None]:
-        """``file``'s vectors of the hook and its token ids (None in a part without them),
-        its size and sha256 checked against ``record`` the first time."""
+    def _read_file(self, file: str, record: dict[str, Any]) -> tuple[Tensor, Tensor]:
+        """``file``'s vectors of the hook and its token ids, its size and sha256 checked
+        against ``record`` the first time."""
         path = self.path / file
         if file not in self._verified:
             self._check_size(record)
@@ -153,8 +151,7 @@ class ActivationStore(IterableDataset):
             self._verified.add(file)
         try:
             with safe_open(str(path), framework="pt") as shard:
-                ids = shard.get_tensor("token_ids") if "token_ids" in shard.keys() else None
-                return shard.get_tensor(self.hook), ids
+                return shard.get_tensor(self.hook), shard.get_tensor("token_ids")
         except SafetensorError as error:
             raise ValueError(f"{path} is not a readable shard ({error}); {_REDO}.") from error
 

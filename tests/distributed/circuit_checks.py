@@ -139,9 +139,18 @@ def refused_hooks(checks: Checks, replacement: ReplacementModel, graph) -> None:
 
 
 def run_harvest(folder: str, data: str, out: str) -> None:
-    """``harvest`` of a tensor-parallel model (sharded mode), with ``HARVEST`` settings."""
+    """``harvest`` of a tensor-parallel model (sharded mode), with ``HARVEST`` settings;
+    then rank 1's part of shard 1 is lost and the same call resumes: both ranks redo that
+    shard together (rank 0's part alone being complete)."""
     model = HookedTransformer.from_pretrained_no_processing(folder, tp_size=2)
     harvest(model, data, out=out, **HARVEST)
+    lost = Path(out) / "tp1" / "shard-00001.safetensors"
+    if dist.get_rank() == 0:
+        lost.unlink()
+    dist.barrier()
+    harvest(model, data, out=out, **HARVEST)
+    if not lost.is_file():
+        raise AssertionError(f"{lost} was not redone by the resumed harvest")
 
 
 def main() -> None:
