@@ -14,7 +14,7 @@ matrix product, and only as far as the rows reach:
   sit at positions below ``q`` is computed on the first ``q`` positions only.
 
 It gives what ``torch.autograd.grad`` gives through ``ReplacementModel.linearized()``'s
-graph (``attribution.autograd_gradients``, which stays for the configurations this file
+graph (``attribution.rows.autograd_gradients``, which stays for the configurations this file
 does not cover: ``unsupported`` names them) up to float rounding, in ``dtype``.
 
 Example:
