@@ -84,12 +84,15 @@ class SAEFilesMixin:
             return sae
         overrides = {"dtype": dtype} if dtype is not None else None
         cfg_dict, state_dict = converter(path, device, cfg_overrides=overrides)
+        if dtype is not None:  # also when the converter leaves the overrides out
+            cfg_dict = {**cfg_dict, "dtype": str(dtype).removeprefix("torch.")}
         return cls._from_cfg_and_state_dict(cfg_dict, state_dict, device)
 
     @classmethod
     def _from_cfg_and_state_dict(
         cls, cfg_dict: dict[str, Any], state_dict: dict[str, torch.Tensor], device: Any
     ) -> Any:
+        """SAELens's loading: the SAE built on the meta device, then the weights assigned."""
         from interp.sae.config import SAEConfig
         from interp.sae.formats.saelens import saelens_fields
         from interp.utils.dtypes import parse_dtype
