@@ -19,7 +19,7 @@ its heads of the frozen pattern) and one all-reduce of the ``[rows, q, d_model]`
 a layer sums them: no weight is gathered, and every rank yields the whole gradients.
 
 It gives what ``torch.autograd.grad`` gives through ``ReplacementModel.linearized()``'s
-graph (``attribution.autograd_gradients``, which stays for the configurations this file
+graph (``attribution.rows.autograd_gradients``, which stays for the configurations this file
 does not cover: ``unsupported`` names them) up to float rounding, in ``dtype``.
 
 Example:

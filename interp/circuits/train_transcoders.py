@@ -175,7 +175,10 @@ def _global_threshold(
 
 def _jumprelu(transcoder: SAE, threshold: float) -> SAE:
     """The shipped form: ``transcoder``'s weights, JumpReLU with one threshold."""
-    cfg = replace(transcoder.cfg, architecture="jumprelu_skip_transcoder", k=None)
+    # A new architecture is a new config class: rebuilt from the dict (k is not one of its fields)
+    cfg = SAEConfig.from_dict(
+        {**transcoder.cfg.to_dict(), "architecture": "jumprelu_skip_transcoder"}
+    )
     shipped = SAE(cfg)
     state = {**transcoder.state_dict(), "threshold": torch.full((cfg.d_sae,), threshold)}
     shipped.load_state_dict(state)

@@ -11,18 +11,71 @@ Example:
     torch.Size([1, 6, 1024])
 """
 
+from interp.sae.config import ARCHITECTURES, SAEConfig
 from interp.sae.formats import SAEFormatError
-from interp.sae.sae import ARCHITECTURES, SAE, SAEConfig
+from interp.sae.metadata import SAELENS_VERSION, SAEMetadata
+from interp.sae.registry import get_sae_class, register_sae_class, register_sae_training_class
+from interp.sae.sae import SAE
+from interp.sae.saes import (
+    GatedSAE,
+    GatedSAEConfig,
+    JumpReLUSAE,
+    JumpReLUSAEConfig,
+    JumpReLUSkipTranscoder,
+    JumpReLUSkipTranscoderConfig,
+    JumpReLUTranscoder,
+    JumpReLUTranscoderConfig,
+    SkipTranscoder,
+    SkipTranscoderConfig,
+    StandardSAE,
+    StandardSAEConfig,
+    TopKSAE,
+    TopKSAEConfig,
+    TopKSkipTranscoder,
+    TopKSkipTranscoderConfig,
+    TopKTranscoder,
+    TopKTranscoderConfig,
+    Transcoder,
+    TranscoderConfig,
+)
 from interp.sae.shipped import list_saes, load_sae  # shipped names, then any folder
 from interp.sae.splice import HookedSAETransformer, SAESplicingMixin
+
+# The SAELens release whose API this package follows (``sae_lens.__version__`` in ported
+# scripts; written into every saved config's metadata as SAELens does).
+__version__ = SAELENS_VERSION
 
 __all__ = [
     "ARCHITECTURES",
     "SAE",
+    "GatedSAE",
+    "GatedSAEConfig",
     "HookedSAETransformer",
+    "JumpReLUSAE",
+    "JumpReLUSAEConfig",
+    "JumpReLUSkipTranscoder",
+    "JumpReLUSkipTranscoderConfig",
+    "JumpReLUTranscoder",
+    "JumpReLUTranscoderConfig",
     "SAEConfig",
     "SAEFormatError",
+    "SAEMetadata",
     "SAESplicingMixin",
+    "SkipTranscoder",
+    "SkipTranscoderConfig",
+    "StandardSAE",
+    "StandardSAEConfig",
+    "TopKSAE",
+    "TopKSAEConfig",
+    "TopKSkipTranscoder",
+    "TopKSkipTranscoderConfig",
+    "TopKTranscoder",
+    "TopKTranscoderConfig",
+    "Transcoder",
+    "TranscoderConfig",
+    "get_sae_class",
     "list_saes",
     "load_sae",
+    "register_sae_class",
+    "register_sae_training_class",
 ]

@@ -17,9 +17,9 @@ write another (``cfg.hook_name_out``). Tensors use SAELens's ``x @ W_enc`` conve
 
 from __future__ import annotations
 
-import re
-import types
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,148 +28,23 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interp.hooks import HookedRootModule, HookPoint
+from interp.sae.activations import TopK
+from interp.sae.config import ARCHITECTURES, NORMALIZATIONS, SAEConfig, config_class
+from interp.sae.folding import FoldingMixin
+from interp.sae.metadata import SAEMetadata
+from interp.sae.registry import SAE_CLASS_REGISTRY, get_sae_class
+from interp.sae.sae_files import SAEFilesMixin
 from interp.utils.dtypes import dtype_name, parse_dtype
 
-# architecture -> (activation, is_transcoder, has_skip)
-ARCHITECTURES: dict[str, tuple[str, bool, bool]] = {
-    "standard": ("relu", False, False),
-    "jumprelu": ("jumprelu", False, False),
-    "topk": ("topk", False, False),
-    "gated": ("gated", False, False),
-    "transcoder": ("relu", True, False),
-    "skip_transcoder": ("relu", True, True),
-    "jumprelu_transcoder": ("jumprelu", True, False),
-    "jumprelu_skip_transcoder": ("jumprelu", True, True),
-    "topk_transcoder": ("topk", True, False),
-    "topk_skip_transcoder": ("topk", True, True),
-}
-NORMALIZATIONS = ("none", "expected_average_only_in", "constant_norm_rescale", "layer_norm")
-_LAYER = re.compile(r"^blocks\.(\d+)\.")
-
-
-@dataclass
-class SAEConfig:
-    """What an SAE is and where it reads (SAELens 6.x field names; ``metadata`` keeps the rest).
-
-    ``norm_scaling_factor`` (``expected_average_only_in``): inputs were scaled by it in
-    training; loaders fold it into the weights, so at run time the normalisation is a no-op
-    as in SAELens.
-    """
-
-    d_in: int
-    d_sae: int
-    architecture: str = "standard"
-    hook_name: str = ""
-    hook_name_out: str | None = None  # transcoders: the hook their output replaces
-    d_out: int | None = None  # transcoders: the output width (default d_in)
-    hook_head_index: int | None = None
-    k: int | None = None  # topk
-    rescale_acts_by_decoder_norm: bool = False  # topk
-    apply_b_dec_to_input: bool = True
-    normalize_activations: str = "none"
-    reshape_activations: str = "none"  # "hook_z": flatten [.., n_heads, d_head]
-    dtype: str = "float32"
-    device: str = "cpu"
-    model_name: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # prepend_bos, context_size, ...
-
-    def __post_init__(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(
-                f"Unknown SAE architecture {self.architecture!r}; supported: "
-                f"{sorted(ARCHITECTURES)}."
-            )
-        if self.normalize_activations not in NORMALIZATIONS:
-            raise ValueError(
-                f"normalize_activations={self.normalize_activations!r} is not supported; "
-                f"use one of {list(NORMALIZATIONS)}."
-            )
-        if self.reshape_activations not in ("none", "hook_z"):
-            raise ValueError(
-                f"reshape_activations={self.reshape_activations!r}; use 'none' or 'hook_z'."
-            )
-        for name in ("d_in", "d_sae"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"SAE config {name}={value!r}; it must be a positive int.")
-        if self.activation == "topk" and not (isinstance(self.k, int) and 0 < self.k):
-            raise ValueError(f"A topk SAE needs k, a positive int (got k={self.k!r}); set cfg k.")
-        if self.activation == "topk" and self.k > self.d_sae:
-            raise ValueError(f"k={self.k} is larger than d_sae={self.d_sae}.")
-        if self.is_transcoder:
-            if self.d_out is None:
-                self.d_out = self.d_in
-            if self.apply_b_dec_to_input:
-                raise ValueError(
-                    f"apply_b_dec_to_input=True with architecture {self.architecture!r}: a "
-                    "transcoder's b_dec lives at its output hook; set it to False."
-                )
-        elif self.d_out not in (None, self.d_in):
-            raise ValueError(
-                f"d_out={self.d_out} differs from d_in={self.d_in}, but architecture "
-                f"{self.architecture!r} is not a transcoder."
-            )
-
-    @property
-    def activation(self) -> str:
-        """``relu``, ``jumprelu``, ``topk`` or ``gated``."""
-        return ARCHITECTURES[self.architecture][0]
-
-    @property
-    def is_transcoder(self) -> bool:
-        return ARCHITECTURES[self.architecture][1]
-
-    @property
-    def has_skip(self) -> bool:
-        return ARCHITECTURES[self.architecture][2]
-
-    @property
-    def output_width(self) -> int:
-        return self.d_out if self.is_transcoder else self.d_in
-
-    @property
-    def output_hook(self) -> str:
-        """The hook whose activation the SAE's output replaces when spliced."""
-        return self.hook_name_out or self.hook_name
-
-    @property
-    def hook_layer(self) -> int | None:
-        """The block index in ``hook_name`` (``blocks.3.hook_resid_post`` -> 3)."""
-        match = _LAYER.match(self.hook_name)
-        return int(match.group(1)) if match else None
-
-    @property
-    def metadata(self) -> types.SimpleNamespace:
-        """SAELens 6.x's ``cfg.metadata`` view (``sae.cfg.metadata.hook_name``)."""
-        return types.SimpleNamespace(**self.metadata_dict())
-
-    def metadata_dict(self) -> dict[str, Any]:
-        meta = {"model_name": self.model_name, "hook_name": self.hook_name}
-        meta["hook_head_index"] = self.hook_head_index
-        if self.hook_name_out is not None:
-            meta["hook_name_out"] = self.hook_name_out
-        return {**self.extra, **meta}
-
-    def to_dict(self) -> dict[str, Any]:
-        """SAELens 6.x's ``cfg.json``."""
-        out: dict[str, Any] = {
-            "architecture": self.architecture,
-            "d_in": self.d_in,
-            "d_sae": self.d_sae,
-            "dtype": self.dtype,
-            "device": self.device,
-            "apply_b_dec_to_input": self.apply_b_dec_to_input,
-            "normalize_activations": self.normalize_activations,
-            "reshape_activations": self.reshape_activations,
-            "metadata": {"sae_lens_version": "6.0.0", **self.metadata_dict()},
-        }
-        if self.activation == "topk":
-            out["k"] = self.k
-            out["rescale_acts_by_decoder_norm"] = self.rescale_acts_by_decoder_norm
-        if self.is_transcoder:
-            out["d_out"] = self.d_out
-        return out
-
+__all__ = [
+    "ARCHITECTURES",
+    "NORMALIZATIONS",
+    "SAE",
+    "SAEConfig",
+    "SAEMetadata",
+    "dtype_to_str",
+    "str_to_dtype",
+]
 
 # The dtypes an SAE's weights may have.
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -185,8 +60,13 @@ def dtype_to_str(dtype: torch.dtype) -> str:
     return dtype_name(dtype)
 
 
-class SAE(HookedRootModule):
+class SAE(SAEFilesMixin, FoldingMixin, HookedRootModule):
     """A sparse autoencoder (or transcoder) with SAELens's parameters and hook points.
+
+    The base of SAELens's classes (``StandardSAE``, ``TopKSAE``, ``Transcoder``... in
+    ``interp.sae.saes``): ``SAE(cfg)`` builds the class registered for
+    ``cfg.architecture``, so ``isinstance(SAE(topk_cfg), TopKSAE)``. One implementation
+    computes them all.
 
     Hook points: ``hook_sae_input`` (flattened, before normalisation), ``hook_sae_acts_pre``,
     ``hook_sae_acts_post`` (the features), ``hook_sae_recons`` (before denormalisation),
@@ -197,46 +77,108 @@ class SAE(HookedRootModule):
         >>> resid = torch.randn(2, 5, 64)       # [batch, pos, d_in]
         >>> features = sae.encode(resid)        # [batch, pos, 512]
         >>> recon = sae.decode(features)        # [batch, pos, 64]; sae(resid) does both
-        >>> features.shape, recon.shape
-        (torch.Size([2, 5, 512]), torch.Size([2, 5, 64]))
+        >>> features.shape, recon.shape, type(sae).__name__
+        (torch.Size([2, 5, 512]), torch.Size([2, 5, 64]), 'StandardSAE')
     """
+
+    def __class_getitem__(cls, item: Any) -> type[SAE]:
+        """``SAE[StandardSAEConfig]`` in annotations (SAELens's SAE is generic in its config)."""
+        return cls
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SAE:
+        if cls is SAE and (args or "cfg" in kwargs):  # the class of the config's architecture
+            cfg = args[0] if args else kwargs["cfg"]
+            architecture = (
+                cfg.get("architecture", "standard") if isinstance(cfg, dict) else (cfg.architecture)
+            )
+            config_class(architecture)  # a ValueError naming the known architectures
+            cls = get_sae_class(architecture)[0]
+        return super().__new__(cls)
 
     def __init__(self, cfg: SAEConfig | dict[str, Any], use_error_term: bool = False) -> None:
         super().__init__()
         if isinstance(cfg, dict):
-            cfg = SAEConfig(**cfg)
+            cfg = SAEConfig.from_dict(cfg)
+        own = get_sae_class(cfg.architecture)[0]
+        registered = {sae_class for sae_class, _ in SAE_CLASS_REGISTRY.values()}
+        if not isinstance(self, own) or (type(self) in registered and type(self) is not own):
+            raise ValueError(
+                f"{type(self).__name__} cannot take a {cfg.architecture!r} config; use "
+                f"{own.__name__} (or SAE(cfg), which picks it)."
+            )
         self.cfg = cfg
-        self.use_error_term = use_error_term
+        if cfg.metadata.model_from_pretrained_kwargs:
+            warnings.warn(
+                "This SAE has non-empty model_from_pretrained_kwargs; load the model with "
+                "HookedSAETransformer.from_pretrained_no_processing(..., "
+                "**cfg.metadata.model_from_pretrained_kwargs).",
+                UserWarning,
+                stacklevel=2,
+            )
+        self._use_error_term = False
+        if use_error_term:
+            self.use_error_term = True  # SAELens warns: add_sae(sae, use_error_term=True)
+        self.activation_fn = self.get_activation_fn()
+        self.initialize_weights()
+        self.hook_sae_input = HookPoint()  # [..., d_in]
+        self.hook_sae_acts_pre = HookPoint()  # [..., d_sae]
+        self.hook_sae_acts_post = HookPoint()  # [..., d_sae]
+        self.hook_sae_output = HookPoint()  # [..., d_out]
+        self.hook_sae_recons = HookPoint()  # [..., d_out]
+        self.hook_sae_error = HookPoint()  # [..., d_out]
+        self.d_head: int | None = None  # hook_z SAEs: learnt from the input's last axis
+        self.hook_z_reshaping_mode = False
+        if cfg.reshape_activations == "hook_z":
+            self.turn_on_forward_pass_hook_z_reshaping()
+        self.setup()
+
+    def get_activation_fn(self) -> Callable[[Tensor], Tensor]:
+        """ReLU, or ``TopK(cfg.k)`` for the topk architectures (JumpReLU and gated masks
+        are applied in ``encode``)."""
+        return TopK(self.cfg.k) if self.cfg.activation == "topk" else nn.ReLU()
+
+    def initialize_weights(self) -> None:
+        """SAELens's initialisation: Kaiming-uniform ``W_dec`` (and transcoders' ``W_enc``),
+        ``W_enc = W_dec.T`` otherwise, zero biases and thresholds."""
+        cfg = self.cfg
         kind = {"dtype": str_to_dtype(cfg.dtype), "device": torch.device(cfg.device)}
         d_in, d_sae, d_out = cfg.d_in, cfg.d_sae, cfg.output_width
-        self.W_enc = nn.Parameter(torch.empty(d_in, d_sae, **kind))
-        self.W_dec = nn.Parameter(torch.empty(d_sae, d_out, **kind))
         self.b_dec = nn.Parameter(torch.zeros(d_out, **kind))
+        self.W_dec = nn.Parameter(nn.init.kaiming_uniform_(torch.empty(d_sae, d_out, **kind)))
+        if cfg.is_transcoder:
+            self.W_enc = nn.Parameter(nn.init.kaiming_uniform_(torch.empty(d_in, d_sae, **kind)))
+        else:
+            self.W_enc = nn.Parameter(self.W_dec.data.T.clone().contiguous())
+        if cfg.activation == "jumprelu" and not cfg.is_transcoder:
+            self.threshold = nn.Parameter(torch.zeros(d_sae, **kind))
         if cfg.activation == "gated":
             self.b_gate = nn.Parameter(torch.zeros(d_sae, **kind))
             self.r_mag = nn.Parameter(torch.zeros(d_sae, **kind))
             self.b_mag = nn.Parameter(torch.zeros(d_sae, **kind))
+            self.b_enc = None  # as SAELens's GatedSAE
         else:
             self.b_enc = nn.Parameter(torch.zeros(d_sae, **kind))
-        if cfg.activation == "jumprelu":
+        if cfg.activation == "jumprelu" and cfg.is_transcoder:
             self.threshold = nn.Parameter(torch.zeros(d_sae, **kind))
         if cfg.has_skip:
             self.W_skip = nn.Parameter(torch.zeros(d_out, d_in, **kind))
-        nn.init.kaiming_uniform_(self.W_dec)
-        if cfg.is_transcoder:
-            nn.init.kaiming_uniform_(self.W_enc)
-        else:
-            with torch.no_grad():
-                self.W_enc.copy_(self.W_dec.T)
-        self.hook_sae_input = HookPoint()  # [..., d_in]
-        self.hook_sae_acts_pre = HookPoint()  # [..., d_sae]
-        self.hook_sae_acts_post = HookPoint()  # [..., d_sae]
-        self.hook_sae_recons = HookPoint()  # [..., d_out]
-        self.hook_sae_error = HookPoint()  # [..., d_out]
-        self.hook_sae_output = HookPoint()  # [..., d_out]
-        self.d_head: int | None = None  # hook_z SAEs: learnt from the input's last axis
-        self._norm_state: tuple[Tensor, ...] | None = None  # the last encode's input norm
-        self.setup()
+
+    @property
+    def use_error_term(self) -> bool:
+        """Whether ``forward`` adds back the reconstruction error (SAELens deprecates setting
+        it: splice with ``HookedSAETransformer.add_sae(sae, use_error_term=True)``)."""
+        return self._use_error_term
+
+    @use_error_term.setter
+    def use_error_term(self, value: bool) -> None:
+        if value and not self._use_error_term:
+            warnings.warn(
+                "Setting use_error_term directly on SAE is deprecated. Use "
+                "HookedSAETransformer.add_sae(sae, use_error_term=True) instead.",
+                DeprecationWarning,
+                stacklevel=3,  # the line setting it (through nn.Module.__setattr__)
+            )
+        self._use_error_term = value
 
     # ----------------------------------------------------------------- conveniences
     @property
@@ -317,42 +259,78 @@ class SAE(HookedRootModule):
             release, sae_id, device, dtype, force_download, converter
         )
 
+    # ---------------------------------------------------------------------- hook_z
+    def turn_on_forward_pass_hook_z_reshaping(self) -> None:
+        """Read ``[..., n_heads, d_head]`` inputs flattened and give outputs back per head
+        (on for ``reshape_activations="hook_z"``; ``HookedSAETransformer`` turns it on for
+        SAEs it splices at ``hook_z``)."""
+        hook_name = self.cfg.metadata.hook_name
+        if hook_name and not hook_name.endswith("_z"):
+            raise ValueError(
+                f"This method should only be called for hook_z SAEs; this one reads {hook_name!r}."
+            )
+        self.hook_z_reshaping_mode = True
+
+    def turn_off_forward_pass_hook_z_reshaping(self) -> None:
+        self.hook_z_reshaping_mode = False
+        self.d_head = None
+
+    def reshape_fn_in(self, x: Tensor) -> Tensor:
+        """``[..., n_heads, d_head] -> [..., n_heads * d_head]`` with hook_z reshaping on."""
+        if not self.hook_z_reshaping_mode:
+            return x
+        self.d_head = x.shape[-1]
+        return x.flatten(-2)
+
+    def reshape_fn_out(self, x: Tensor, d_head: int | None) -> Tensor:
+        """The inverse of ``reshape_fn_in`` (``d_head`` from the last input)."""
+        if not self.hook_z_reshaping_mode or d_head is None:
+            return x
+        return x.unflatten(-1, (-1, d_head))
+
     # ---------------------------------------------------------------------- forward
     def _hook(self, name: str, x: Tensor, hooked: bool) -> Tensor:
         return getattr(self, name)(x) if hooked else x
 
     def _normalize_in(self, x: Tensor) -> Tensor:
+        """Normalise the input, keeping its scale (``x_norm_coeff``, or ``ln_mu`` and
+        ``ln_std``) for the next ``decode`` to undo, as SAELens does."""
         mode = self.cfg.normalize_activations
         if mode == "constant_norm_rescale":
-            coeff = (self.cfg.d_in**0.5) / x.norm(dim=-1, keepdim=True)
-            self._norm_state = (coeff,)
-            return x * coeff
+            self.x_norm_coeff = (self.cfg.d_in**0.5) / x.norm(dim=-1, keepdim=True)
+            return x * self.x_norm_coeff
         if mode == "layer_norm":
-            mu = x.mean(dim=-1, keepdim=True)
-            x = x - mu
-            std = x.std(dim=-1, keepdim=True)
-            self._norm_state = (mu, std)
-            return x / (std + 1e-5)
+            self.ln_mu = x.mean(dim=-1, keepdim=True)
+            x = x - self.ln_mu
+            self.ln_std = x.std(dim=-1, keepdim=True)
+            return x / (self.ln_std + 1e-5)
         return x
 
     def _normalize_out(self, x: Tensor) -> Tensor:
+        """Undo the last ``_normalize_in`` (its scale is used once, then dropped)."""
         mode = self.cfg.normalize_activations
         if mode not in ("constant_norm_rescale", "layer_norm"):
             return x
-        if self._norm_state is None:
+        state = ("x_norm_coeff",) if mode == "constant_norm_rescale" else ("ln_mu", "ln_std")
+        if not all(name in self.__dict__ for name in state):
             raise RuntimeError(
                 f"decode() of an SAE with normalize_activations={mode!r} needs the input's "
                 "norm: call encode() first (or forward())."
             )
-        state = self._norm_state
-        return x / state[0] if mode == "constant_norm_rescale" else x * state[1] + state[0]
+        if mode == "constant_norm_rescale":
+            x = x / self.x_norm_coeff
+        else:
+            x = x * self.ln_std + self.ln_mu
+        for name in state:
+            delattr(self, name)
+        return x
+
+    run_time_activation_norm_fn_in = _normalize_in  # SAELens's names
+    run_time_activation_norm_fn_out = _normalize_out
 
     def process_sae_in(self, x: Tensor, hooked: bool = True) -> Float[Tensor, "... d_in"]:
         """The encoder's input: cast, flattened (hook_z), hooked, normalised, minus b_dec."""
-        x = x.to(self.dtype)
-        if self.cfg.reshape_activations == "hook_z":
-            self.d_head = x.shape[-1]
-            x = x.flatten(-2)
+        x = self.reshape_fn_in(x.to(self.dtype))
         if x.shape[-1] != self.cfg.d_in:
             raise ValueError(
                 f"The SAE reads width {self.cfg.d_in} (cfg.d_in) at {self.cfg.hook_name!r}, "
@@ -376,15 +354,12 @@ class SAE(HookedRootModule):
             magnitude = self._hook("hook_sae_acts_pre", magnitude, hooked)
             return self._hook("hook_sae_acts_post", gate * torch.relu(magnitude), hooked)
         hidden_pre = self._hook("hook_sae_acts_pre", sae_in @ self.W_enc + self.b_enc, hooked)
-        if activation == "relu":
-            acts = torch.relu(hidden_pre)
-        elif activation == "jumprelu":
+        if activation == "jumprelu":
             acts = torch.relu(hidden_pre) * (hidden_pre > self.threshold).to(hidden_pre.dtype)
-        else:  # topk
-            if self.cfg.rescale_acts_by_decoder_norm:
+        else:  # relu, or topk: relu of the k largest
+            if activation == "topk" and self.cfg.rescale_acts_by_decoder_norm:
                 hidden_pre = hidden_pre * self.W_dec.norm(dim=-1)
-            values, indices = torch.topk(hidden_pre, k=self.cfg.k, dim=-1, sorted=False)
-            acts = torch.zeros_like(hidden_pre).scatter_(-1, indices, values.relu())
+            acts = self.activation_fn(hidden_pre)
         return self._hook("hook_sae_acts_post", acts, hooked)
 
     def decode(
@@ -392,15 +367,14 @@ class SAE(HookedRootModule):
     ) -> Float[Tensor, "... d_out"]:
         """The reconstruction ``feature_acts @ W_dec + b_dec`` (denormalised, and unflattened
         to ``[..., n_heads, d_head]`` for hook_z SAEs); no skip connection."""
+        if feature_acts.is_sparse:  # SAELens's TopK(use_sparse_activations=True)
+            feature_acts = feature_acts.to_dense()
         if self.cfg.activation == "topk" and self.cfg.rescale_acts_by_decoder_norm:
             feature_acts = feature_acts / self.W_dec.norm(dim=-1)
         recons = self._hook("hook_sae_recons", feature_acts @ self.W_dec + self.b_dec, hooked)
         if self.cfg.is_transcoder:  # as SAELens: a transcoder's output is not denormalised
             return recons
-        recons = self._normalize_out(recons)
-        if self.cfg.reshape_activations == "hook_z" and self.d_head is not None:
-            recons = recons.unflatten(-1, (-1, self.d_head))
-        return recons
+        return self.reshape_fn_out(self._normalize_out(recons), self.d_head)
 
     def skip(self, x: Float[Tensor, "... d_in"]) -> Float[Tensor, "... d_out"]:
         """A skip transcoder's linear path ``x @ W_skip.T`` (zero for the rest)."""
@@ -430,3 +404,17 @@ class SAE(HookedRootModule):
     def __repr__(self) -> str:
         c = self.cfg
         return f"SAE({c.architecture}, d_in={c.d_in}, d_sae={c.d_sae}, hook={c.hook_name!r})"
+
+
+@contextmanager
+def _disable_hooks(sae: SAE) -> Iterator[None]:
+    """Within the block, the SAE's hook points are identities: hooks on them do not run
+    (SAELens's name; ``encode(x, hooked=False)`` is interp's way)."""
+    blank = nn.Identity()
+    try:
+        for name in sae.hook_dict:
+            setattr(sae, name, blank)
+        yield
+    finally:
+        for name, hook in sae.hook_dict.items():
+            setattr(sae, name, hook)

@@ -31,6 +31,6 @@ def test_context_sweep_prints_dense_and_sparse_rows_and_skips_a_missing_peer():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "circuit-tracer skipped: no Python at /nonexistent/bin/python" in done.stderr
     row = row_after(done.stdout, "     8 tokens (")
-    dense, sparse = re.search(r"dense ([\d.]+) s.*\| sparse ([\d.]+) s", row).groups()
-    assert float(dense) > 0 and float(sparse) > 0
+    # Both sides timed (an 8-token graph may print 0.0 s: the figures, not their size).
+    assert re.search(r"dense [\d.]+ s.*\| sparse [\d.]+ s", row), row
     assert "circuit-tracer -" in row  # not run

@@ -72,8 +72,10 @@ def test_config_views():
         "'transcoder'",
     ):
         SAEConfig(d_in=8, d_sae=24, architecture="transcoder")
+    # SAELens builds such a config (TopKSAEConfig's k defaults to 100); encoding says why not
+    wide_k = SAE(SAEConfig(d_in=8, d_sae=24, architecture="topk", k=30))
     with pytest.raises(ValueError, match=r"k=30 is larger than d_sae=24"):
-        SAEConfig(d_in=8, d_sae=24, architecture="topk", k=30)
+        wide_k.encode(torch.zeros(8))
 
 
 def test_wrong_width_input_is_a_clear_error():

@@ -3,17 +3,20 @@
 Run in an environment with SAELens (it pins TransformerLens < 4, so not interp's):
 
     python3 -m venv /tmp/saelens-venv
-    /tmp/saelens-venv/bin/pip install torch==2.13.0 sae-lens==6.54.12
+    /tmp/saelens-venv/bin/pip install torch==2.13.0 sae-lens==6.45.3
     /tmp/saelens-venv/bin/python tests/sae_reference/make_fixtures.py
 
 For each architecture it saves a random SAE (d_in 16, d_sae 32) with SAELens's
 ``save_model`` into ``saes/<architecture>/`` and, in ``expected.safetensors``, an input and
-SAELens's ``encode``, ``decode`` and ``forward`` outputs. It also writes a tiny random GPT-2
-(``gpt2/``, a Hugging Face folder) and the logits of SAELens's ``HookedSAETransformer``
-with a standard SAE spliced at ``blocks.1.hook_resid_post``, with and without the error
-term, and with a hook_z SAE on ``blocks.0.attn.hook_z``.
+SAELens's ``encode``, ``decode`` and ``forward`` outputs (its metadata: the SAE's class and
+``get_name()``); for the architectures SAELens can fold, ``folded.safetensors`` holds the
+parameters after ``fold_W_dec_norm`` and ``encode`` of the same input after it. It also
+writes a tiny random GPT-2 (``gpt2/``, a Hugging Face folder) and the logits of SAELens's
+``HookedSAETransformer`` with a standard SAE spliced at ``blocks.1.hook_resid_post``, with
+and without the error term, and with a hook_z SAE on ``blocks.0.attn.hook_z``.
 """
 
+import copy
 from pathlib import Path
 
 import sae_lens
@@ -27,6 +30,8 @@ from sae_lens.saes.topk_sae import TopKSAE, TopKSAEConfig
 from sae_lens.saes.transcoder import (
     JumpReLUSkipTranscoder,
     JumpReLUSkipTranscoderConfig,
+    JumpReLUTranscoder,
+    JumpReLUTranscoderConfig,
     SkipTranscoder,
     SkipTranscoderConfig,
     Transcoder,
@@ -38,6 +43,9 @@ HERE = Path(__file__).parent
 D_IN, D_SAE = 16, 32
 META = {"hook_name": "blocks.0.hook_resid_post", "model_name": "tiny"}
 TRANSCODER_META = {"hook_name": "blocks.0.hook_resid_mid", "hook_name_out": "blocks.0.hook_mlp_out"}
+HOOK_Z_META = {"hook_name": "blocks.0.attn.hook_z", "model_name": "tiny"}
+# What SAELens 6.45.3's fold_W_dec_norm accepts (TopK only when ranking by decoder norm).
+FOLDABLE = {"standard", "jumprelu", "gated", "topk_rescaled", "transcoder", "jumprelu_transcoder"}
 
 
 def randomise(sae: SAE) -> SAE:
@@ -77,24 +85,48 @@ def specs():
     kw = {"d_in": D_IN, "d_sae": D_SAE, "d_out": 12, "apply_b_dec_to_input": False}
     yield "transcoder", Transcoder(TranscoderConfig(**kw))
     yield "skip_transcoder", SkipTranscoder(SkipTranscoderConfig(**kw))
+    yield "jumprelu_transcoder", JumpReLUTranscoder(JumpReLUTranscoderConfig(**kw))
     yield "jumprelu_skip_transcoder", JumpReLUSkipTranscoder(JumpReLUSkipTranscoderConfig(**kw))
+    yield (
+        "hook_z",
+        StandardSAE(StandardSAEConfig(d_in=D_IN, d_sae=D_SAE, reshape_activations="hook_z")),
+    )
 
 
 def write_saes() -> None:
     for seed, (name, sae) in enumerate(specs()):
         torch.manual_seed(seed)
-        meta = TRANSCODER_META if "transcoder" in name else META
+        meta = (
+            TRANSCODER_META if "transcoder" in name else HOOK_Z_META if name == "hook_z" else META
+        )
         for key, value in meta.items():
             sae.cfg.metadata[key] = value
         sae = randomise(sae).eval()
         folder = HERE / "saes" / name
         sae.save_model(folder)
-        x = torch.randn(3, 5, D_IN)
+        x = torch.randn(3, 5, 4, D_IN // 4) if name == "hook_z" else torch.randn(3, 5, D_IN)
         with torch.no_grad():
             acts = sae.encode(x)
             expected = {"input": x, "feature_acts": acts, "decode": sae.decode(acts)}
             expected["forward"] = sae(x)
-        save_file({k: v.contiguous() for k, v in expected.items()}, folder / "expected.safetensors")
+        about = {"class": type(sae).__name__, "name": sae.get_name()}
+        save_file(
+            {k: v.contiguous() for k, v in expected.items()},
+            folder / "expected.safetensors",
+            metadata=about,
+        )
+        if name in FOLDABLE:
+            write_folded(sae, x, folder)
+
+
+def write_folded(sae: SAE, x: torch.Tensor, folder: Path) -> None:
+    """The parameters after SAELens's fold_W_dec_norm, and encode(x) after it."""
+    sae = copy.deepcopy(sae)
+    with torch.no_grad():
+        sae.fold_W_dec_norm()
+        folded = {name: param.detach().clone() for name, param in sae.named_parameters()}
+        folded["feature_acts"] = sae.encode(x)
+    save_file({k: v.contiguous() for k, v in folded.items()}, folder / "folded.safetensors")
 
 
 def write_spliced_gpt2() -> None:

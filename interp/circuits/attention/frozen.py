@@ -26,7 +26,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.circuits.attribution import _find_sources, _Sources
+from interp.circuits.attribution.sources import _find_sources, _Sources
 from interp.circuits.backward import FrozenBackward
 from interp.circuits.graph import Graph
 from interp.circuits.replacement_model import LinearizedRun, ReplacementModel

@@ -51,7 +51,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.circuits.attention.frozen import FrozenRun, check_pair
-from interp.circuits.attribution import _gradient_rows
+from interp.circuits.attribution.rows import _gradient_rows
 from interp.circuits.backward import FrozenBackward, _Layer, unsupported
 from interp.circuits.graph import Graph
 from interp.circuits.replacement_model import ReplacementModel

@@ -27,7 +27,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.circuits.attribution import CustomTarget
+from interp.circuits.attribution.logit_targets import CustomTarget
 from interp.circuits.graph import LogitTarget
 
 TargetSpec = CustomTarget | tuple[str, float, Tensor]

@@ -200,7 +200,8 @@ class SingleLayerTranscoder(nn.Module):
         cfg = SAEConfig(
             d_in=self.d_model, d_sae=self.d_transcoder, architecture=f"{prefix}{skip}transcoder",
             hook_name=f"blocks.{self.layer_idx}.{hook_in}",
-            hook_name_out=f"blocks.{self.layer_idx}.{hook_out}", k=k,
+            hook_name_out=f"blocks.{self.layer_idx}.{hook_out}",
+            **({} if k is None else {"k": k}),  # only the topk configs have k
             apply_b_dec_to_input=False, dtype=str(self.dtype).removeprefix("torch."),
             device=str(self.device),
         )  # fmt: skip

@@ -13,32 +13,16 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from interp.sae.config import ARCHITECTURES, CORE_METADATA, config_class
 from interp.sae.formats.files import SAEFormatError
 from interp.sae.sae import SAE, SAEConfig, dtype_to_str, str_to_dtype
-
-_CONFIG_FIELDS = {
-    "d_in",
-    "d_sae",
-    "architecture",
-    "hook_name",
-    "hook_name_out",
-    "d_out",
-    "hook_head_index",
-    "k",
-    "rescale_acts_by_decoder_norm",
-    "apply_b_dec_to_input",
-    "normalize_activations",
-    "reshape_activations",
-    "dtype",
-    "device",
-    "model_name",
-}
 
 
 def build_sae(
@@ -80,8 +64,17 @@ def build_sae(
 
 
 def sae_config(source: Path, **fields: Any) -> SAEConfig:
-    known = {key: value for key, value in fields.items() if key in _CONFIG_FIELDS}
-    extra = {key: value for key, value in fields.items() if key not in _CONFIG_FIELDS}
+    """The config of ``fields``: the class of their architecture, its fields given, every
+    other one (context_size, ...) kept in the metadata."""
+    try:
+        cfg_class = config_class(fields.get("architecture", "standard"))
+    except ValueError as error:
+        raise SAEFormatError(f"{source}: {error}") from None
+    names = {f.name for f in dataclasses.fields(cfg_class) if f.init} | set(CORE_METADATA)
+    if ARCHITECTURES.get(fields.get("architecture"), ("",))[0] == "topk" and "k" not in fields:
+        raise SAEFormatError(f"{source}: A topk SAE needs k, a positive int; set cfg k.")
+    known = {key: value for key, value in fields.items() if key in names}
+    extra = {key: value for key, value in fields.items() if key not in names}
     try:
         return SAEConfig(**known, extra=extra)
     except (ValueError, TypeError) as error:

@@ -12,12 +12,9 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
-
-from safetensors.torch import save_file
 
 from interp.sae.formats.build import build_sae, fold_input_scale, sae_config
 from interp.sae.formats.files import SAEFormatError, read_json, read_safetensors
@@ -56,14 +53,19 @@ def _is_pre_6(raw: dict[str, Any]) -> bool:
     return major is None or int(major.group(1)) < 6
 
 
+def saelens_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """A SAELens ``cfg.json`` (6.x with ``metadata``, or pre-6.0 flat) as one flat dict of
+    fields (our ``SAEConfig`` keywords; the rest becomes metadata)."""
+    if _is_pre_6(raw):
+        return _pre_6_config(raw)
+    fields = {key: value for key, value in raw.items() if key != "metadata"}
+    fields.update(raw.get("metadata") or {})
+    return fields
+
+
 def load_saelens(folder: Path, device: Any = None, dtype: Any = None, **overrides: Any) -> SAE:
     cfg_path = folder / SAELENS_CFG
-    raw = read_json(cfg_path)
-    if _is_pre_6(raw):
-        fields = _pre_6_config(raw)
-    else:
-        fields = {key: value for key, value in raw.items() if key != "metadata"}
-        fields.update(raw.get("metadata") or {})
+    fields = saelens_fields(read_json(cfg_path))
     fields.update(overrides)
     architecture = fields.get("architecture")
     if architecture not in ARCHITECTURES:
@@ -88,9 +90,5 @@ def load_saelens(folder: Path, device: Any = None, dtype: Any = None, **override
 
 def save_saelens(sae: SAE, path: str | Path) -> Path:
     """Write ``sae`` as a SAELens 6.x folder; returns the folder."""
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {name: param.detach().cpu().contiguous() for name, param in sae.named_parameters()}
-    save_file(state, str(folder / SAELENS_WEIGHTS))
-    (folder / SAELENS_CFG).write_text(json.dumps(sae.cfg.to_dict(), indent=2))
-    return folder
+    sae.save_model(path)
+    return Path(path)
