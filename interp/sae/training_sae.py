@@ -171,8 +171,10 @@ class TrainingSAE(SAE):
         self.mse_loss_fn = mse_loss
 
     def _check_config_class(self, cfg: SAEConfig) -> None:
+        """A ``ValueError`` unless ``cfg``'s architecture trains this class or a subclass of
+        it (a BatchTopK SAE may take a Matryoshka BatchTopK config, as in SAELens)."""
         own = get_sae_training_class(cfg.architecture)[0]
-        if not isinstance(self, own):
+        if not (isinstance(self, own) or issubclass(own, type(self))):
             raise ValueError(
                 f"{type(self).__name__} cannot take a {cfg.architecture!r} config; use "
                 f"{own.__name__}."

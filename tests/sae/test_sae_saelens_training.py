@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from interp.sae import SAE
 from interp.sae.registry import SAE_TRAINING_CLASS_REGISTRY, get_sae_training_class
-from interp.sae.saes.batchtopk_sae import BatchTopKTrainingSAEConfig
+from interp.sae.saes.batchtopk_sae import BatchTopKTrainingSAE, BatchTopKTrainingSAEConfig
 from interp.sae.saes.jumprelu_sae import JumpReLUSAE
 from interp.sae.saes.matryoshka_batchtopk_sae import (
     MatryoshkaBatchTopKTrainingSAE,
@@ -179,3 +179,19 @@ def test_no_dead_features_means_no_aux_loss():
 def test_a_training_class_refuses_another_architectures_config():
     with pytest.raises(ValueError, match="cannot take a 'topk' config"):
         StandardTrainingSAE(TopKTrainingSAEConfig(d_in=D_IN, d_sae=D_SAE, k=2))
+
+
+def test_a_single_matryoshka_level_is_batchtopk():
+    """A BatchTopK SAE takes a Matryoshka config (its subclass's) and, with one level,
+    computes the same step."""
+    cfg = MatryoshkaBatchTopKTrainingSAEConfig(
+        d_in=D_IN, d_sae=D_SAE, k=3, matryoshka_widths=[D_SAE]
+    )
+    with pytest.warns(UserWarning, match="only set one matryoshka level"):
+        matryoshka = MatryoshkaBatchTopKTrainingSAE(cfg)
+    batchtopk = BatchTopKTrainingSAE(cfg)
+    batchtopk.load_state_dict(matryoshka.state_dict())
+    step = TrainStepInput(torch.randn(6, D_IN), {}, None, 0, False)
+    out, expected = matryoshka.training_forward_pass(step), batchtopk.training_forward_pass(step)
+    assert set(out.losses) == set(expected.losses)
+    torch.testing.assert_close(out.loss, expected.loss)
