@@ -1,4 +1,5 @@
-"""Token-level helpers with TransformerLens's names: attention masks and dataset packing.
+"""Token-level helpers with TransformerLens's names: attention masks, BOS removal and dataset
+packing.
 
 They take either one of our tokenizers (``interp.get_tokenizer``) or a Hugging Face one.
 """
@@ -76,6 +77,32 @@ class TokenDataset(Dataset):
 
     def __repr__(self) -> str:
         return f"TokenDataset(tokens: {tuple(self.tokens.shape)})"
+
+
+def get_tokens_with_bos_removed(
+    tokenizer: Any, tokens: Int[Tensor, "batch pos"]
+) -> Int[Tensor, "batch pos_minus_1"]:
+    """``tokens`` without each row's BOS (TransformerLens's function of that name): the first
+    column with right padding; with left padding, the BOS after each row's leading pads (the
+    last leading pad when BOS and pad share an id).
+
+    Example:
+        >>> tok = interp.get_tokenizer("gpt2")   # pad = bos = 50256
+        >>> tok.padding_side = "left"
+        >>> rows = torch.tensor([[50256, 50256, 15496], [50256, 15496, 995]])
+        >>> get_tokens_with_bos_removed(tok, rows).tolist()
+        [[50256, 15496], [15496, 995]]
+    """
+    if getattr(tokenizer, "padding_side", "right") == "right":
+        return tokens[..., 1:]
+    if tokenizer.bos_token_id == tokenizer.pad_token_id:
+        is_leading_pad = get_cumsum_along_dim(tokens.ne(tokenizer.pad_token_id), -1) == 0
+        bos_positions = is_leading_pad.sum(-1) - 1
+    else:
+        bos_positions = (tokens == tokenizer.bos_token_id).int().argmax(-1)
+    keep = torch.ones_like(tokens, dtype=torch.bool)
+    keep[torch.arange(len(tokens)), bos_positions] = False
+    return tokens[keep].view(len(tokens), tokens.shape[-1] - 1)
 
 
 def _pack(texts: Sequence[str], tokenizer: Any, max_length: int, add_bos_token: bool) -> np.ndarray:

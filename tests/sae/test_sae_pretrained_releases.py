@@ -220,3 +220,23 @@ def test_a_registered_repo_id_warns_and_names_its_release(tmp_path, monkeypatch)
     _cached_repo(tmp_path, "jbloom/GPT2-Small-SAEs-Reformatted", "blocks.8.hook_resid_pre")
     with pytest.warns(UserWarning, match="release name\\(s\\): \\['gpt2-small-res-jb'\\]"):
         SAE.from_pretrained("jbloom/GPT2-Small-SAEs-Reformatted", "blocks.8.hook_resid_pre")
+
+
+def test_a_registered_repo_id_is_read_with_its_releases_loader(hub, monkeypatch):
+    """A repository a release registers loads through that release's loader, looked up
+    where SAELens's users patch it (``interp.sae.saes.sae``): the same SAE as the release."""
+    from interp.sae.saes import sae as saes_module
+
+    with pytest.warns(UserWarning, match="release name\\(s\\): \\['gpt2-small-res-jb'\\]"):
+        by_repo = SAE.from_pretrained(
+            "jbloom/GPT2-Small-SAEs-Reformatted", "blocks.8.hook_resid_pre"
+        )
+    by_release = SAE.from_pretrained("gpt2-small-res-jb", "blocks.8.hook_resid_pre")
+    x = torch.randn(3, by_release.cfg.d_in)
+    torch.testing.assert_close(by_repo(x), by_release(x), atol=0, rtol=0)
+    used = []
+    original = saes_module.NAMED_PRETRAINED_SAE_LOADERS["sae_lens"]
+    patched = {"sae_lens": lambda **kw: used.append(kw["repo_id"]) or original(**kw)}
+    monkeypatch.setattr(saes_module, "NAMED_PRETRAINED_SAE_LOADERS", patched)
+    SAE.from_pretrained("gpt2-small-res-jb", "blocks.8.hook_resid_pre")
+    assert used == ["jbloom/GPT2-Small-SAEs-Reformatted"]

@@ -67,16 +67,26 @@ def from_pretrained_with_cfg_and_sparsity(
     """SAELens's ``SAE.from_pretrained_with_cfg_and_sparsity``: ``(sae, cfg_dict,
     log_sparsity)`` for ``sae_id`` of ``release`` (or of a repository id, read as a SAELens
     folder). ``converter`` replaces the release's loader."""
+    # The loaders are looked up where SAELens's users (and tests) patch them: the module of
+    # SAELens's ``SAE`` (``sae_lens.saes.sae``, here ``interp.sae.saes.sae``).
+    from interp.sae.saes import sae as saes_module
+
     directory = get_pretrained_saes_directory()
+    registered_as = release
     if release not in directory:
         if "/" not in release:
             raise ValueError(unknown_release_message(release))
         _repo_warning(release)
+        # A repository a release registers is read with that release's loader (SAELens
+        # reads every repository id as its own format).
+        registered_as = next(iter(get_releases_for_repo_id(release)), release)
     elif sae_id not in directory[release].saes_map:
         raise ValueError(unknown_sae_id_message(release, sae_id))
     loader = (
         converter
-        or loaders.NAMED_PRETRAINED_SAE_LOADERS[loaders.get_conversion_loader_name(release)]
+        or saes_module.NAMED_PRETRAINED_SAE_LOADERS[
+            saes_module.get_conversion_loader_name(registered_as)
+        ]
     )
     repo_id, folder_name = get_repo_id_and_folder_name(release, sae_id)
     overrides = get_config_overrides(release, sae_id)
@@ -155,6 +165,12 @@ def load_pretrained(
     if Path(text).exists() or text in list_saes():
         return load_sae(text, device=device, dtype=dtype, **kw)
     if _REPO_ID.match(text):
+        if get_releases_for_repo_id(text) and sae_id is not None and not kw:
+            sae, _, _ = from_pretrained_with_cfg_and_sparsity(
+                text, sae_id, device=str(device or "cpu"), dtype=dtype or "float32",
+                force_download=force_download,
+            )  # fmt: skip
+            return sae
         _repo_warning(text)
         return load_from_hub(text, sae_id or subfolder, device=device, dtype=dtype, **kw)
     raise ValueError(unknown_release_message(text))

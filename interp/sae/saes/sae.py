@@ -10,6 +10,10 @@ Example:
 """
 
 from interp.sae.config import SAEConfig
+from interp.sae.loading.pretrained_sae_loaders import (  # where SAELens's users patch them
+    NAMED_PRETRAINED_SAE_LOADERS,
+    get_conversion_loader_name,
+)
 from interp.sae.metadata import SAEMetadata
 from interp.sae.sae import SAE, _disable_hooks
 from interp.sae.training_sae import (
@@ -23,6 +27,7 @@ from interp.sae.training_sae import (
 )
 
 __all__ = [
+    "NAMED_PRETRAINED_SAE_LOADERS",
     "SAE",
     "T_TRAINING_SAE_CONFIG",
     "SAEConfig",
@@ -33,5 +38,6 @@ __all__ = [
     "TrainingSAE",
     "TrainingSAEConfig",
     "_disable_hooks",
+    "get_conversion_loader_name",
     "mse_loss",
 ]
