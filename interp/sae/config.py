@@ -30,8 +30,19 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
+# SAELens's ``sae_lens.config`` also holds its run configs and re-exports DTYPE_MAP.
+from interp.sae.cache_config import CacheActivationsRunnerConfig, PretokenizeRunnerConfig  # noqa: F401
+from interp.sae.constants import DTYPE_MAP  # noqa: F401
 from interp.sae.metadata import VERSION_KEYS, SAEMetadata
 from interp.sae.registry import SAE_CLASS_REGISTRY, get_sae_class
+from interp.sae.runner_config import (  # noqa: F401
+    T_TRAINING_SAE_CONFIG,
+    LanguageModelSAERunnerConfig,
+    LoggingConfig,
+    SAETrainerConfig,
+    json_dict,
+    special_token,
+)
 
 # architecture -> (activation, is_transcoder, has_skip): the forms interp's one implementation
 # computes (SAELens's names; the topk transcoders are sparsify's).
@@ -265,3 +276,13 @@ def config_class(architecture: str) -> type[SAEConfig]:
         except KeyError as error:
             raise ValueError(error.args[0]) from None
     return SAE_CLASS_REGISTRY[architecture][1]
+
+
+def __getattr__(name: str) -> Any:
+    """``HfDataset`` (SAELens's union of Hugging Face dataset types), importing ``datasets``
+    only when asked for."""
+    if name == "HfDataset":
+        from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict
+
+        return DatasetDict | Dataset | IterableDatasetDict | IterableDataset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
