@@ -40,8 +40,10 @@ from interp.sae.runner_config import (  # noqa: F401
     LanguageModelSAERunnerConfig,
     LoggingConfig,
     SAETrainerConfig,
+    default_cached_activations_path,
     json_dict,
     special_token,
+    validate_seqpos,
 )
 
 # architecture -> (activation, is_transcoder, has_skip): the forms interp's one implementation
@@ -59,6 +61,9 @@ ARCHITECTURES: dict[str, tuple[str, bool, bool]] = {
     "topk_skip_transcoder": ("topk", True, True),
 }
 NORMALIZATIONS = ("none", "expected_average_only_in", "constant_norm_rescale", "layer_norm")
+# SAELens's private names for these two (its tests import them).
+_default_cached_activations_path = default_cached_activations_path
+_validate_seqpos = validate_seqpos
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
 # The metadata fields with their own attribute on the config; the rest is ``cfg.extra``.
 CORE_METADATA = ("hook_name", "hook_name_out", "hook_head_index", "model_name")

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from interp.sae.sae import dtype_to_str, str_to_dtype
+from interp.sae.constants import DTYPE_MAP, DTYPE_TO_STR
 
 __all__ = [
     "cosine_similarities",
@@ -47,6 +47,23 @@ _SPECIAL_TOKEN_ATTRS = (
     "sep_token_id",
     "decoder_start_token_id",
 )
+
+
+def str_to_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """A config's dtype name (``"float32"``, ``"torch.bfloat16"``...) as a ``torch.dtype``;
+    a ``torch.dtype`` is returned as given. Names are case-sensitive, as SAELens's."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPE_MAP:
+        raise ValueError(f"Invalid dtype: {dtype!r}. Must be one of {list(DTYPE_MAP)}")
+    return DTYPE_MAP[dtype]
+
+
+def dtype_to_str(dtype: torch.dtype) -> str:
+    """The name a config stores for ``dtype`` (``"bfloat16"``); only SAE dtypes have one."""
+    if dtype not in DTYPE_TO_STR:
+        raise ValueError(f"Invalid dtype: {dtype}. Must be one of {list(DTYPE_TO_STR)}")
+    return DTYPE_TO_STR[dtype]
 
 
 def filter_valid_dataclass_fields(

@@ -10,6 +10,7 @@ import torch
 from interp.sae.constants import DTYPE_MAP, DTYPE_TO_STR
 from interp.sae.util import (
     cosine_similarities,
+    dtype_to_str,
     extract_layer_from_tlens_hook_name,
     extract_stop_at_layer_from_tlens_hook_name,
     get_special_token_ids,
@@ -79,3 +80,15 @@ def test_dtype_names_round_trip():
     for name, dtype in DTYPE_MAP.items():
         assert str_to_dtype(name) is dtype
         assert DTYPE_TO_STR[dtype] == name.removeprefix("torch.")
+
+
+@pytest.mark.parametrize("name", ["int32", "torch.int32", "FLOAT32", ""])
+def test_str_to_dtype_refuses_what_saelens_refuses(name):
+    with pytest.raises(ValueError, match="Invalid dtype"):
+        str_to_dtype(name)
+
+
+def test_dtype_to_str_names_only_sae_dtypes():
+    assert dtype_to_str(torch.bfloat16) == "bfloat16"
+    with pytest.raises(ValueError, match="Invalid dtype"):
+        dtype_to_str(torch.int8)
