@@ -130,6 +130,7 @@ def worker(folder: str, shape_name: str, repeats: int, out: str) -> None:
             times=times,
         )
         Path(out).write_text(json.dumps(result))
+    dist.barrier()  # both ranks done before either tears the group down
     dist.destroy_process_group()
 
 

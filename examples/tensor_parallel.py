@@ -65,6 +65,7 @@ def main() -> None:
 
     generated = model.generate(tokens[:, :4], max_new_tokens=4, do_sample=False, verbose=False)
     say("greedy continuation", generated[0, 4:].tolist())
+    dist.barrier()  # every rank done before the group is torn down
     dist.destroy_process_group()
 
 

@@ -1,5 +1,10 @@
 """interp: a mechanistic-interpretability toolkit for GPT-2-family transformers."""
 
+# TransformerLens's module names that are also its class names: the modules are imported
+# first, then the names below bind the classes (as transformer_lens's __init__ does), so
+# `from interp.HookedTransformer import Loss` and `interp.HookedTransformer(cfg)` both work.
+import interp.ActivationCache  # noqa: F401
+import interp.HookedTransformer  # noqa: F401
 from interp import (
     analysis,
     components,

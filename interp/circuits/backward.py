@@ -13,6 +13,11 @@ matrix product, and only as far as the rows reach:
 - in a causal model nothing flows to a position from later ones, so a batch whose rows
   sit at positions below ``q`` is computed on the first ``q`` positions only.
 
+On a tensor-parallel model (``from_pretrained(..., tp_size=N)``, every rank running the
+same rows), attention's step is each rank's own heads (its shards of ``W_O`` and ``W_V``,
+its heads of the frozen pattern) and one all-reduce of the ``[rows, q, d_model]`` gradient
+a layer sums them: no weight is gathered, and every rank yields the whole gradients.
+
 It gives what ``torch.autograd.grad`` gives through ``ReplacementModel.linearized()``'s
 graph (``attribution.rows.autograd_gradients``, which stays for the configurations this file
 does not cover: ``unsupported`` names them) up to float rounding, in ``dtype``.
@@ -38,9 +43,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.distributed as dist
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
@@ -66,6 +72,11 @@ def unsupported(model: ReplacementModel) -> str | None:
     if getattr(model.model, "acts_to_saes", None):
         return "SAEs spliced into the model"
     return None
+
+
+def tensor_parallel(model: ReplacementModel) -> Any:
+    """The model's ``TPGroup`` when it is tensor-parallel, else None."""
+    return getattr(model.model, "tp", None)
 
 
 class _Norm:
@@ -106,13 +117,18 @@ class _Layer:
         self.parallel = cfg.parallel_attn_mlp
         self.ln1, self.ln1_post, self.ln2_post = norm("ln1"), norm("ln1_post"), norm("ln2_post")
         attn = block.attn
-        self.n_heads, self.n_kv_heads, self.d_head = cfg.n_heads, attn.n_key_value_heads, cfg.d_head
-        # [h, k, q]: a value at key k reaches query q with weight pattern[h, q, k].
-        pattern = run.frozen[f"{prefix}attn.hook_pattern"][0]
-        self.pattern_t = pattern.to(dtype).transpose(1, 2).contiguous()
+        # This rank's heads on a tensor-parallel model (every head otherwise).
         h, d_head, d_model = attn.W_O.shape
-        self.W_O_t = attn.W_O.to(dtype).reshape(h * d_head, d_model).T  # [d_model, h*d_head]
         W_V = attn.key_value_weights()[2].to(dtype)  # [kv_heads, d_model, d_head]
+        self.n_heads, self.n_kv_heads, self.d_head = h, W_V.shape[0], d_head
+        self.tp = tensor_parallel(model)
+        # [h, k, q]: a value at key k reaches query q with weight pattern[h, q, k].
+        pattern = run.frozen[f"{prefix}attn.hook_pattern"][0]  # every head: hooks see all
+        if self.tp is not None:
+            layout = attn.tp_layouts["hook_pattern"]
+            pattern = pattern.narrow(0, layout.starts[self.tp.rank], layout.count)
+        self.pattern_t = pattern.to(dtype).transpose(1, 2).contiguous()
+        self.W_O_t = attn.W_O.to(dtype).reshape(h * d_head, d_model).T  # [d_model, h*d_head]
         self.W_V_t = W_V.permute(0, 2, 1).reshape(-1, d_model)  # [kv_heads*d_head, d_model]
         skip = model.transcoders.skip_matrix(index)  # skip(x) == x @ skip
         self.skip_t = None if skip is None else skip.to(dtype).T
@@ -150,7 +166,10 @@ class _Layer:
         if kv != h:  # query heads h*r .. h*r + r - 1 read key/value head h
             grad_v = grad_v.view(kv, h // kv, q, n * d_head).sum(1)
         grad_v = grad_v.view(kv, q, n, d_head).permute(2, 1, 0, 3).reshape(n * q, kv * d_head)
-        return self.ln1.transpose((grad_v @ self.W_V_t).view(n, q, d_model))
+        grad = grad_v @ self.W_V_t  # [n*q, d_model]: this rank's heads' share when split
+        if self.tp is not None:
+            dist.all_reduce(grad, group=self.tp.group)
+        return self.ln1.transpose(grad.view(n, q, d_model))
 
 
 class FrozenBackward:

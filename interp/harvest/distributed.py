@@ -52,6 +52,7 @@ class Ranks:
 
     def close(self) -> None:
         if self.owns_group:
+            dist.barrier()  # every rank done before the group is torn down
             dist.destroy_process_group()
 
 

@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from interp.harvest import data as data_module
+from interp.harvest import tensor_parallel as tp_module
 from interp.harvest.distributed import Ranks, default_device, init_ranks
 from interp.harvest.shards import (
     FORMAT,
@@ -205,7 +207,9 @@ def harvest(
     forward; ``max_tokens`` caps the tokens read (whole sequences); ``positions`` keeps part
     of each sequence (``"1:"`` drops BOS); ``dtype`` stores bf16/fp16/fp32 (default: the
     model's); a shard holds about ``shard_tokens`` stored vectors. The same call on a
-    killed run's folder resumes it; under ``torchrun`` the ranks share the shards.
+    killed run's folder resumes it; under ``torchrun`` the ranks share the shards. A
+    tensor-parallel model (called on every rank) is harvested in sharded mode, each rank
+    writing its heads' and neurons' columns (``interp.harvest.tensor_parallel``).
 
     Example:
         >>> import tempfile
@@ -218,7 +222,8 @@ def harvest(
         >>> manifest["statistics"]["blocks.1.hook_resid_post"]["mean_norm"] > 0
         True
     """
-    ranks = init_ranks()
+    tensor_parallel = getattr(model, "tp", None) is not None  # sharded mode: every rank writes
+    ranks = tp_module.tp_ranks(model) if tensor_parallel else init_ranks()
     try:
         return _harvest(
             ranks,
@@ -394,13 +399,14 @@ def _claim_output_folder(
     manifest's, on rank 0; None on the others)."""
     identity = None
     refusal = None
+    weights = _weights_sha256(ranks, plan.model)
     if ranks.is_main:
         identity = {
             "model": {
                 "name": plan.model.cfg.model_name,
                 "source": str(plan.model_source),
                 "config_sha256": _model_config_hash(plan.model),
-                "weights_sha256": weights_hash(plan.model),
+                "weights_sha256": weights,
             },
             "tokenizer": data_module.tokenizer_identity(plan.tokenizer) if plan.tokenizer else None,
             "data": [s.identity() for s in plan.sources],
@@ -423,6 +429,12 @@ def _claim_output_folder(
             "batch_size": batch_size,
             "max_tokens": max_tokens,
         }
+        if isinstance(ranks, tp_module.TPRanks):  # where each split hook's columns are
+            split = tp_module.split_hooks(plan.model, plan.shapes)
+            identity["tensor_parallel"] = {
+                "tp_size": ranks.tp_size,
+                "hooks": {hook: layout.to_json() for hook, layout in split.items()},
+            }
         refusal = check_output_folder(out, identity)
         if refusal is None:
             out.mkdir(parents=True, exist_ok=True)
@@ -437,9 +449,23 @@ def _claim_output_folder(
     return identity
 
 
+def _weights_sha256(ranks: Ranks, model: HookedTransformer) -> str | None:
+    """``weights_hash`` of the model on rank 0 (None elsewhere); of a tensor-parallel model,
+    the hash of its ranks' shards' hashes (every rank computes its own)."""
+    if not isinstance(ranks, tp_module.TPRanks):
+        return weights_hash(model) if ranks.is_main else None
+    hashes: list[Any] = [None] * ranks.world_size
+    dist.all_gather_object(hashes, (ranks.dp_rank, ranks.tp_rank, weights_hash(model)))
+    copy_0 = sorted(entry for entry in hashes if entry[0] == 0)
+    return config_hash({"tensor_parallel_shards": [entry[2] for entry in copy_0]})
+
+
 def _write_shards(ranks: Ranks, out: Path, plan: _Plan, batch_size: int, progress: bool) -> int:
     """This rank's shards (those not already complete), written as they are harvested;
     returns the number of shards of the whole harvest."""
+    if isinstance(ranks, tp_module.TPRanks):
+        shards = _shards(plan.blocks, plan.rows_per_shard, plan.max_rows)
+        return tp_module.write_shards(ranks, out, plan, batch_size, shards)
     on_gpu = plan.model.device.type == "cuda"
     writer = ShardWriter(
         out, plan.widths, plan.rows_per_shard * plan.kept, plan.dtype, pinned=on_gpu
@@ -543,8 +569,15 @@ def _finish(out: Path, identity: dict[str, Any], n_shards: int, hooks: list[str]
                 f"Shard {index} is missing from {out} after the harvest (did a rank fail?); run "
                 "the same command again to redo it."
             )
+        shard = read_shard_stats(out, index, hooks)
+        if "tensor_parallel" in identity:  # its parts, and the whole vectors' statistics
+            split = {
+                hook: tp_module.SplitHook(tuple(map(tuple, s["columns"])), tuple(s["owners"]))
+                for hook, s in identity["tensor_parallel"]["hooks"].items()
+            }
+            record, shard = tp_module.finish_records(out, index, record, shard, split)
         records.append(record)
-        for hook, shard_stats in read_shard_stats(out, index, hooks).items():
+        for hook, shard_stats in shard.items():
             merged[hook] = merged[hook].merge(shard_stats) if hook in merged else shard_stats
     manifest = _manifest(
         identity,

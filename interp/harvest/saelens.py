@@ -54,6 +54,12 @@ def export_saelens(path: str | Path, out: str | Path, hook: str | None = None) -
 
     store = ActivationStore(path, hook, shuffle_buffer=0)
     config = store.manifest["config"]
+    if store.hook in config.get("tensor_parallel", {}).get("hooks", {}):
+        raise ValueError(
+            f"{store.hook} was harvested from a tensor-parallel model in parts (one a rank); "
+            "export_saelens reads whole shards and does not cover it. Harvest it in one "
+            "process, or read it with ActivationStore."
+        )
     context = config["tokens_per_sequence"]
     dtype = _ARROW_DTYPES[config["dtype"]]
     features = datasets.Features(

@@ -81,7 +81,12 @@ class ActivationStore(IterableDataset):
         self._records = {record["file"]: record for record in self.manifest["shards"]}
         for record in self._records.values():
             self._check_size(record)
+            for part in record.get("parts", []):  # a tensor-parallel harvest's other ranks'
+                self._check_size(part)
         self.hook = hook or hooks[0]
+        # A tensor-parallel harvest's split hook: the ranks whose columns make it, in order.
+        split = self.manifest["config"].get("tensor_parallel", {}).get("hooks", {}).get(self.hook)
+        self._owners = None if split is None else list(split["owners"])
         self.batch_size = batch_size
         self.shuffle_buffer = shuffle_buffer
         self.seed = seed
@@ -121,10 +126,22 @@ class ActivationStore(IterableDataset):
 
     def _read(self, file: str) -> tuple[Tensor, Tensor]:
         """A shard's vectors and token ids; the first time this store opens it, its bytes
-        are checked against the manifest's sha256 (one streamed pass, then page cache)."""
+        are checked against the manifest's sha256 (one streamed pass, then page cache). A
+        tensor-parallel harvest's split hook is its parts' columns side by side."""
+        vectors, ids = self._read_file(file, self._records[file])
+        if self._owners is None:
+            return vectors, ids
+        parts = {part["rank"]: part for part in self._records[file].get("parts", [])}
+        columns = [vectors]  # rank 0's, in the shard's own file
+        for rank in self._owners[1:]:
+            columns.append(self._read_file(parts[rank]["file"], parts[rank])[0])
+        return torch.cat(columns, dim=1), ids  # [tokens, d]
+
+    def _read_file(self, file: str, record: dict[str, Any]) -> tuple[Tensor, Tensor]:
+        """``file``'s vectors of the hook and its token ids, its size and sha256 checked
+        against ``record`` the first time."""
         path = self.path / file
         if file not in self._verified:
-            record = self._records[file]
             self._check_size(record)
             if "sha256" in record and sha256_file(path) != record["sha256"]:
                 raise ValueError(

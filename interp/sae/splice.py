@@ -1,127 +1,40 @@
-"""Splicing SAEs into a model, with SAELens's ``HookedSAETransformer`` vocabulary.
+"""Splicing SAEs into a model: SAELens's ``HookedSAETransformer`` and its methods.
 
-While an SAE is spliced at ``blocks.3.hook_resid_post``, that hook point is replaced by an
-``SAEHookPoint``: the same hook (its name, its hooks, which still see the model's
-activation), followed by the SAE, whose output the model continues with. The SAE's hook
-points become its children, so they are named under it and cached, patched and hooked
-like any other: ``blocks.3.hook_resid_post.hook_sae_acts_post``. A transcoder reads its
-input hook (``cfg.hook_name``) and replaces its output hook (``cfg.hook_name_out``), where
-its hook points live. Removing the SAE puts the original hook point back, with its hooks.
+``add_sae(sae)`` replaces the hook point at the SAE's hook by an ``_SAEWrapper``
+(``interp.sae.sae_wrapper``): the same hook point (its name and hooks), followed by the SAE,
+whose output the model continues with; the SAE's hook points are named under it
+(``blocks.3.hook_resid_post.hook_sae_acts_post``). ``model._acts_to_saes`` maps each spliced
+SAE's input hook to its wrapper, as in SAELens; ``acts_to_saes`` to the SAE. Removing an SAE
+puts the original hook point back, with its hooks. Behaviour follows SAELens 6.45.3: an SAE
+whose hook the model lacks is skipped with a logged warning, as is resetting a hook without an
+SAE; ``use_error_term=None`` takes the SAE's own setting; ``saes()`` puts back on exit the SAEs
+that those it adds replaced.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
 
-from interp.hooks import HookedRootModule, HookPoint
+from interp.hooks import HookPoint
 from interp.model import HookedTransformer
 from interp.sae.model_match import check_model_match
 from interp.sae.sae import SAE
+from interp.sae.sae_wrapper import (
+    _SAEWrapper,
+    add_hook_in_to_mlp,
+    get_deep_attr,
+    set_deep_attr,
+    special_token_ids,
+    take_hooks,
+)
+from interp.sae.splice_checks import MLP_HOOK_IN, closest_hooks, hook_width
 
-# SAELens's HookedSAETransformer adds ``mlp.hook_in``; ours is the block's opt-in hook_mlp_in.
-_MLP_HOOK_IN = re.compile(r"^blocks\.(\d+)\.mlp\.hook_in$")
-
-
-@dataclass(eq=False)
-class Splice:
-    """One spliced SAE: where it reads and writes, and the hook points it stands in for."""
-
-    sae: SAE
-    use_error_term: bool
-    input_hook: str
-    output_hook: str
-    originals: dict[str, HookPoint]
-    captured: Tensor | None = None  # a transcoder's input, between its two hooks
-
-
-class SAEHookPoint(HookPoint):
-    """A hook point with an SAE spliced in: its hooks run, then (at the output hook) the SAE.
-
-    At a transcoder's input hook it only keeps the activation for the output hook.
-    """
-
-    def __init__(self, splice: Splice, original: HookPoint, at_output: bool) -> None:
-        super().__init__()
-        self.__dict__["splice"] = splice  # not a submodule: the SAE's weights stay its own
-        self.at_output = at_output
-        if at_output:
-            for name, point in splice.sae.hook_dict.items():
-                self.add_module(name, point)
-        take_hooks(self, original)
-
-    def forward(self, activation: Tensor) -> Tensor:
-        activation = super().forward(activation)  # this hook's own hooks
-        splice = self.splice
-        if not self.at_output:
-            splice.captured = activation
-            return activation
-        sae = splice.sae
-        sae_in = activation if splice.input_hook == splice.output_hook else splice.captured
-        splice.captured = None
-        if sae_in is None:
-            raise RuntimeError(
-                f"The transcoder spliced at {splice.output_hook!r} reads {splice.input_hook!r}, "
-                "which did not run first in this forward pass."
-            )
-        out = sae.reconstruct(sae_in)
-        if splice.use_error_term:
-            with torch.no_grad():
-                error = activation.to(sae.dtype) - sae.reconstruct(sae_in, hooked=False)
-                error = sae.hook_sae_error(error)
-            out = out + error
-        return sae.hook_sae_output(out).to(activation.dtype)
-
-
-def take_hooks(new: HookPoint, old: HookPoint) -> None:
-    """Move ``old``'s hooks and ``ctx`` to ``new`` (each hook's ``remove()`` follows)."""
-    new.fwd_hooks, new.bwd_hooks, new.ctx = old.fwd_hooks, old.bwd_hooks, old.ctx
-    old.fwd_hooks, old.bwd_hooks, old.ctx = [], [], {}
-    for hook in (*new.fwd_hooks, *new.bwd_hooks):
-        hook.hook_point = new
-
-
-def module_at(root: nn.Module, path: str) -> nn.Module:
-    return root.get_submodule(path)
-
-
-def set_module_at(root: nn.Module, path: str, module: nn.Module) -> None:
-    parent, _, name = path.rpartition(".")
-    setattr(root.get_submodule(parent) if parent else root, name, module)
-
-
-def hook_width(model: HookedRootModule, name: str) -> int | None:
-    """The last-axis width an SAE reads at hook ``name`` (heads flattened for ``hook_z``);
-    None where the hook is not one whose width the config gives."""
-    cfg = getattr(model, "cfg", None)
-    if cfg is None:
-        return None
-    last = name.rsplit(".", 1)[-1]
-    if last in ("hook_z", "hook_q", "hook_rot_q"):
-        return cfg.n_heads * cfg.d_head
-    if last in ("hook_k", "hook_v", "hook_rot_k"):
-        return (getattr(cfg, "n_key_value_heads", None) or cfg.n_heads) * cfg.d_head
-    if last in ("hook_pre", "hook_post", "hook_pre_linear") and ".mlp." in name:
-        return cfg.d_mlp
-    d_model_hooks = (
-        "hook_embed",
-        "hook_pos_embed",
-        "hook_resid_pre",
-        "hook_resid_mid",
-        "hook_resid_post",
-        "hook_attn_out",
-        "hook_mlp_out",
-        "hook_mlp_in",
-        "hook_attn_in",
-        "hook_normalized",
-    )
-    return cfg.d_model if last in d_model_hooks else None
+logger = logging.getLogger("interp.sae")
 
 
 class SAESplicingMixin:
@@ -129,31 +42,33 @@ class SAESplicingMixin:
     and ``run_with_hooks_with_saes`` for a ``HookedRootModule`` (SAELens's names)."""
 
     @property
-    def _splices(self) -> dict[str, Splice]:
-        return self.__dict__.setdefault("_sae_splices", {})
+    def _acts_to_saes(self) -> dict[str, _SAEWrapper]:
+        """The spliced SAEs' wrappers by the hook they read (SAELens's private dict)."""
+        return self.__dict__.setdefault("_sae_wrappers", {})
 
     @property
     def acts_to_saes(self) -> dict[str, SAE]:
         """The spliced SAEs by the hook they read."""
-        return {name: splice.sae for name, splice in self._splices.items()}
+        return {name: wrapper.sae for name, wrapper in self._acts_to_saes.items()}
 
-    def _resolve_hook(self, name: str, what: str, sae: SAE) -> str:
-        """The hook point ``name`` names here (SAELens's ``mlp.hook_in`` is our opt-in
-        ``hook_mlp_in``), or a ``KeyError`` listing the closest names."""
-        if not name:
-            raise ValueError(f"{sae!r} has no {what} (cfg.hook_name); set it to a hook name.")
-        match = _MLP_HOOK_IN.match(name)
-        if match:
-            name = f"blocks.{match.group(1)}.hook_mlp_in"
-        if name.endswith(".hook_mlp_in") and hasattr(self, "set_use_hook_mlp_in"):
-            probe = name.replace(".hook_mlp_in", ".hook_mlp_out")
-            if probe in self.hook_dict:
-                return name  # turned on by add_sae once every check has passed
-        try:
-            self.check_hook_name(name)
-        except KeyError as error:
-            raise KeyError(f"{sae!r} reads {what} {name!r}: {error.args[0]}") from None
-        return name
+    # ------------------------------------------------------------------ checks
+    def _find_hook(self, name: str | None, what: str) -> str | None:
+        """The hook point ``name`` is here (SAELens's ``mlp.hook_in`` is the opt-in
+        ``hook_mlp_in`` on a model without it); None, with a logged warning, if there is none."""
+        if name and name not in self.hook_dict and MLP_HOOK_IN.match(name or ""):
+            mlp_in = f"blocks.{MLP_HOOK_IN.match(name).group(1)}.hook_mlp_in"
+            probe = mlp_in.replace(".hook_mlp_in", ".hook_mlp_out")
+            if hasattr(self, "set_use_hook_mlp_in") and probe in self.hook_dict:
+                return mlp_in  # turned on by add_sae once every check has passed
+        if name in self.hook_dict or name in self._acts_to_saes:
+            return name
+        hint = ", ".join(closest_hooks(self, name or "")) or "see model.hook_dict"
+        output = "output " if what == "output" else ""
+        logger.warning(
+            f"No hook found for {output}{name}. Skipping. Check model.hook_dict for "
+            f"available hooks (closest: {hint})."
+        )
+        return None
 
     def _check_width(self, sae: SAE, hook: str, width: int, field: str) -> None:
         expected = hook_width(self, hook)
@@ -164,16 +79,38 @@ class SAESplicingMixin:
                 "model and hook."
             )
 
+    def _check_sae(self, sae: SAE, input_hook: str, output_hook: str) -> None:
+        if sae.cfg.is_transcoder and not sae.cfg.hook_name_out:
+            raise ValueError(
+                f"{sae!r} is a transcoder without cfg.hook_name_out, the hook its output "
+                "replaces; set it (e.g. 'blocks.0.hook_mlp_out')."
+            )
+        self._check_width(sae, input_hook, sae.cfg.d_in, "d_in")
+        self._check_width(sae, output_hook, sae.cfg.output_width, "d_out")
+        device = getattr(self, "device", None)
+        if isinstance(device, torch.device) and sae.device.type != device.type:
+            raise ValueError(
+                f"{sae!r} is on {sae.device}, the model on {device}; move it first: "
+                f"sae.to({str(device)!r})."
+            )
+
+    # ------------------------------------------------------------------ splicing
     def add_sae(
-        self, sae: SAE, use_error_term: bool | None = None, allow_model_mismatch: bool = False
+        self,
+        sae: SAE,
+        use_error_term: bool | None = None,
+        exclude_special_tokens: bool | list[int] = False,
+        allow_model_mismatch: bool = False,
     ) -> None:
         """Splice ``sae`` at its hook (replacing any SAE there) until ``reset_saes``.
 
         ``use_error_term=True`` adds back what the SAE fails to reconstruct, so the model's
         output is unchanged until a hook edits the features; None uses
-        ``sae.use_error_term``. An SAE whose config names another model (``model_name``) is
-        a ``ModelMismatchError`` unless ``allow_model_mismatch=True``
-        (``interp.sae.model_match``). Everything is checked before the model changes.
+        ``sae.use_error_term``. ``exclude_special_tokens`` (True: the tokenizer's BOS, EOS,
+        PAD, SEP; or a list of ids) bypasses the SAE at those tokens. A hook the model lacks
+        is skipped with a logged warning (as SAELens). An SAE whose config names another
+        model is a ``ModelMismatchError`` unless ``allow_model_mismatch=True``; a width or
+        device that does not fit is a ``ValueError``, before the model changes.
 
         Example:
             >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
@@ -188,48 +125,77 @@ class SAESplicingMixin:
         if not isinstance(sae, SAE):
             raise TypeError(f"add_sae takes an interp.sae.SAE, got {type(sae).__name__}.")
         check_model_match(sae, self, allow_model_mismatch)
-        input_hook = self._resolve_hook(sae.cfg.hook_name, "the hook", sae)
+        input_hook = self._find_hook(sae.cfg.hook_name, "input")
+        if input_hook is None:
+            return
         output_hook = input_hook
-        if sae.cfg.is_transcoder:
-            if not sae.cfg.hook_name_out:
-                raise ValueError(
-                    f"{sae!r} is a transcoder without cfg.hook_name_out, the hook its output "
-                    "replaces; set it (e.g. 'blocks.0.hook_mlp_out')."
-                )
-            output_hook = self._resolve_hook(sae.cfg.hook_name_out, "the output hook", sae)
-        self._check_width(sae, input_hook, sae.cfg.d_in, "d_in")
-        self._check_width(sae, output_hook, sae.cfg.output_width, "d_out")
-        device = getattr(self, "device", None)
-        if isinstance(device, torch.device) and sae.device.type != device.type:
-            raise ValueError(
-                f"{sae!r} is on {sae.device}, the model on {device}; move it first: "
-                f"sae.to({str(device)!r})."
-            )
+        if sae.cfg.hook_name_out:
+            output_hook = self._find_hook(sae.cfg.hook_name_out, "output")
+            if output_hook is None:
+                return
+        self._check_sae(sae, input_hook, output_hook)
         if input_hook.endswith(".hook_mlp_in") and input_hook not in self.hook_dict:
             self.set_use_hook_mlp_in(True)  # the MLP's input, after ln2
-        for name, splice in list(self._splices.items()):
-            if {splice.input_hook, splice.output_hook} & {input_hook, output_hook}:
-                self._remove_splice(name)
+        for name, wrapper in list(self._acts_to_saes.items()):
+            spliced = wrapper._splice
+            if {spliced["input"], spliced["output"]} & {input_hook, output_hook}:
+                self._remove_wrapper(name)
+        if input_hook.endswith("hook_z") and hasattr(sae, "turn_on_forward_pass_hook_z_reshaping"):
+            if not getattr(sae, "hook_z_reshaping_mode", True):
+                sae.turn_on_forward_pass_hook_z_reshaping()  # [.., heads, d_head] in and out
         use = sae.use_error_term if use_error_term is None else use_error_term
-        points = {input_hook, output_hook}
-        splice = Splice(sae, bool(use), input_hook, output_hook, {})
-        for name in points:
-            original = module_at(self, name)
-            splice.originals[name] = original
-            set_module_at(self, name, SAEHookPoint(splice, original, name == output_hook))
-        self._splices[input_hook] = splice
+        wrapper = _SAEWrapper(sae, use, exclude_special_tokens)
+        self._splice_wrapper(wrapper, input_hook, output_hook)
+
+    def _splice_wrapper(self, wrapper: _SAEWrapper, input_hook: str, output_hook: str) -> None:
+        original = get_deep_attr(self, output_hook)
+        take_hooks(wrapper, original)
+        set_deep_attr(self, output_hook, wrapper)
+        capture = None
+        if input_hook != output_hook:  # a transcoder: keep its input for the output hook
+            point = get_deep_attr(self, input_hook)
+            capture = point.add_hook(
+                lambda act, hook: wrapper.capture_input(act), is_permanent=True
+            )
+        wrapper._splice.update(
+            input=input_hook, output=output_hook, original=original, capture=capture
+        )
+        self._acts_to_saes[input_hook] = wrapper
         self.setup()
 
-    def _remove_splice(self, input_hook: str) -> Splice:
-        splice = self._splices.pop(input_hook)
-        for name, original in splice.originals.items():
-            take_hooks(original, module_at(self, name))
-            set_module_at(self, name, original)
-        splice.sae.setup()  # its hook points' names are its own again
-        return splice
+    def _remove_wrapper(self, act_name: str) -> _SAEWrapper:
+        wrapper = self._acts_to_saes.pop(act_name)
+        spliced = wrapper._splice
+        if spliced["capture"] is not None:
+            spliced["capture"].remove()
+        take_hooks(spliced["original"], wrapper)
+        set_deep_attr(self, spliced["output"], spliced["original"])
+        wrapper.sae.setup()  # its hook points' names are its own again
+        return wrapper
 
-    def reset_saes(self, act_names: str | Sequence[str] | None = None) -> None:
-        """Remove the SAEs reading these hooks (every SAE by default).
+    def _reset_sae(self, act_name: str, prev_wrapper: _SAEWrapper | None = None) -> None:
+        """Remove the SAE reading ``act_name`` (a logged warning if none); then splice
+        ``prev_wrapper``'s SAE with its settings, if given (SAELens's private method)."""
+        if act_name not in self._acts_to_saes:
+            logger.warning(f"No SAE is attached to {act_name}. There's nothing to reset.")
+            return
+        self._remove_wrapper(act_name)
+        self.setup()
+        if prev_wrapper is not None:
+            self.add_sae(
+                prev_wrapper.sae,
+                use_error_term=prev_wrapper.use_error_term,
+                exclude_special_tokens=prev_wrapper.exclude_special_tokens,
+                allow_model_mismatch=True,  # it was spliced before
+            )
+
+    def reset_saes(
+        self,
+        act_names: str | Sequence[str] | None = None,
+        prev_saes: Sequence[SAE | None] | None = None,
+    ) -> None:
+        """Remove the SAEs reading these hooks (every SAE by default); a hook without one
+        is a logged warning. ``prev_saes`` (one per name, or None) are spliced back after.
 
         Example:
             >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
@@ -243,12 +209,15 @@ class SAESplicingMixin:
         """
         if isinstance(act_names, str):
             act_names = [act_names]
-        names = list(self._splices) if act_names is None else list(act_names)
-        unknown = [name for name in names if name not in self._splices]
-        if unknown:
-            raise KeyError(f"No SAE is spliced at {unknown}; spliced: {list(self._splices)}.")
-        for name in names:
-            self._remove_splice(name)
+        names = list(self._acts_to_saes) if act_names is None else list(act_names)
+        if prev_saes is not None and len(prev_saes) != len(names):
+            raise ValueError(
+                f"reset_saes got {len(prev_saes)} prev_saes for {len(names)} act_names; "
+                "give one (or None) per name."
+            )
+        for index, name in enumerate(names):
+            prev = None if prev_saes is None else prev_saes[index]
+            self._reset_sae(name, None if prev is None else _SAEWrapper(prev))
         self.setup()
 
     @contextmanager
@@ -257,6 +226,7 @@ class SAESplicingMixin:
         saes: SAE | Sequence[SAE] = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        exclude_special_tokens: bool | list[int] = False,
         allow_model_mismatch: bool = False,
     ) -> Iterator[Any]:
         """Splice ``saes`` for the body of a ``with`` block; on exit (raising or not) remove
@@ -275,26 +245,66 @@ class SAESplicingMixin:
             {}
         """
         saes = [saes] if isinstance(saes, SAE) else list(saes)
-        before = dict(self._splices)
+        to_restore: list[tuple[str, _SAEWrapper | None]] = []
         try:
             for sae in saes:
-                self.add_sae(sae, use_error_term, allow_model_mismatch)
+                act_name = sae.cfg.hook_name
+                to_restore.append((act_name, self._acts_to_saes.get(act_name)))
+                self.add_sae(sae, use_error_term, exclude_special_tokens, allow_model_mismatch)
             yield self
         finally:
             if reset_saes_end:
-                for name in [n for n, s in self._splices.items() if before.get(n) is not s]:
-                    self._remove_splice(name)
-                for name, splice in before.items():
-                    if name not in self._splices:  # accepted once already
-                        self.add_sae(splice.sae, splice.use_error_term, allow_model_mismatch=True)
+                for act_name, prev_wrapper in to_restore:
+                    if act_name in self._acts_to_saes or prev_wrapper is not None:
+                        self._reset_sae(act_name, prev_wrapper)
                 self.setup()
 
+    # ------------------------------------------------------------------ special tokens
+    def _exclusion_mask(self, tokens: torch.Tensor, exclude: bool | list[int]) -> torch.Tensor:
+        """``[batch, pos]``, True at the tokens whose positions bypass the SAE."""
+        if isinstance(exclude, list):
+            ids = exclude
+        elif getattr(self, "tokenizer", None) is None:
+            logger.warning(
+                "exclude_special_tokens=True but no tokenizer is attached to the model. "
+                "Pass a list of token IDs to exclude_special_tokens instead."
+            )
+            ids = []
+        else:
+            ids = special_token_ids(self.tokenizer)
+        mask = torch.zeros(tokens.shape, dtype=torch.bool, device=tokens.device)
+        for token_id in ids:
+            mask |= tokens == token_id
+        return mask
+
+    @contextmanager
+    def _token_masks(self, input: Any, kwargs: dict[str, Any]) -> Iterator[None]:
+        """Set the exclusion masks of the wrappers that need one for one forward pass."""
+        wrappers = [w for w in self._acts_to_saes.values() if w.exclude_special_tokens]
+        if wrappers:
+            tokens = input
+            if not isinstance(input, torch.Tensor):
+                tokens = self.to_tokens(
+                    input,
+                    prepend_bos=kwargs.get("prepend_bos"),
+                    padding_side=kwargs.get("padding_side"),
+                )
+            for wrapper in wrappers:
+                wrapper.set_token_mask(self._exclusion_mask(tokens, wrapper.exclude_special_tokens))
+        try:
+            yield
+        finally:
+            for wrapper in wrappers:
+                wrapper.set_token_mask(None)
+
+    # ------------------------------------------------------------------ running
     def run_with_saes(
         self,
         *model_args: Any,
         saes: SAE | Sequence[SAE] = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        exclude_special_tokens: bool | list[int] = False,
         allow_model_mismatch: bool = False,
         **model_kwargs: Any,
     ) -> Any:
@@ -308,7 +318,9 @@ class SAESplicingMixin:
             >>> logits.shape
             torch.Size([1, 6, 65])
         """
-        with self.saes(saes, reset_saes_end, use_error_term, allow_model_mismatch):
+        with self.saes(
+            saes, reset_saes_end, use_error_term, exclude_special_tokens, allow_model_mismatch
+        ):
             return self(*model_args, **model_kwargs)
 
     def run_with_cache_with_saes(
@@ -317,6 +329,7 @@ class SAESplicingMixin:
         saes: SAE | Sequence[SAE] = (),
         reset_saes_end: bool = True,
         use_error_term: bool | None = None,
+        exclude_special_tokens: bool | list[int] = False,
         allow_model_mismatch: bool = False,
         **kwargs: Any,
     ) -> tuple[Any, Any]:
@@ -331,7 +344,9 @@ class SAESplicingMixin:
             >>> int((acts[0, -1] > 0).sum())   # TopK: k features on each token
             16
         """
-        with self.saes(saes, reset_saes_end, use_error_term, allow_model_mismatch):
+        with self.saes(
+            saes, reset_saes_end, use_error_term, exclude_special_tokens, allow_model_mismatch
+        ):
             return self.run_with_cache(*model_args, **kwargs)
 
     def run_with_hooks_with_saes(
@@ -339,6 +354,7 @@ class SAESplicingMixin:
         *model_args: Any,
         saes: SAE | Sequence[SAE] = (),
         reset_saes_end: bool = True,
+        exclude_special_tokens: bool | list[int] = False,
         fwd_hooks: Sequence[tuple[Any, Any]] = (),
         bwd_hooks: Sequence[tuple[Any, Any]] = (),
         reset_hooks_end: bool = True,
@@ -357,7 +373,12 @@ class SAESplicingMixin:
             >>> logits = model.run_with_hooks_with_saes(tokens, saes=[sae],
             ...     fwd_hooks=[("blocks.1.hook_resid_post.hook_sae_acts_post", ablate)])
         """
-        with self.saes(saes, reset_saes_end, allow_model_mismatch=allow_model_mismatch):
+        with self.saes(
+            saes,
+            reset_saes_end,
+            exclude_special_tokens=exclude_special_tokens,
+            allow_model_mismatch=allow_model_mismatch,
+        ):
             return self.run_with_hooks(
                 *model_args,
                 fwd_hooks=fwd_hooks,
@@ -369,7 +390,8 @@ class SAESplicingMixin:
 
 
 class HookedSAETransformer(SAESplicingMixin, HookedTransformer):
-    """A ``HookedTransformer`` that SAEs can be spliced into (SAELens's class name).
+    """A ``HookedTransformer`` that SAEs can be spliced into (SAELens's class), with SAELens's
+    ``mlp.hook_in`` on each MLP's input.
 
     Example:
         >>> model = HookedSAETransformer.from_model(interp.load_model("shakespeare-char"))
@@ -380,6 +402,21 @@ class HookedSAETransformer(SAESplicingMixin, HookedTransformer):
 
     ``HookedSAETransformer.from_pretrained(name_or_folder)`` loads one directly.
     """
+
+    def __init__(self, *model_args: Any, **model_kwargs: Any) -> None:
+        super().__init__(*model_args, **model_kwargs)
+        self._add_mlp_hook_ins()
+
+    def _add_mlp_hook_ins(self) -> None:
+        for block in getattr(self, "blocks", ()):
+            mlp = getattr(block, "mlp", None)
+            if mlp is not None:
+                add_hook_in_to_mlp(mlp)
+        self.setup()
+
+    def forward(self, input: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._token_masks(input, kwargs):
+            return super().forward(input, *args, **kwargs)
 
     @classmethod
     def from_model(cls, model: HookedTransformer) -> HookedSAETransformer:
@@ -395,6 +432,7 @@ class HookedSAETransformer(SAESplicingMixin, HookedTransformer):
             model.__class__ = cls
         else:  # a subclass keeps its own behaviour
             model.__class__ = type(f"{type(model).__name__}WithSAEs", (cls, type(model)), {})
+        model._add_mlp_hook_ins()
         return model
 
     @classmethod
@@ -411,3 +449,13 @@ class HookedSAETransformer(SAESplicingMixin, HookedTransformer):
     def from_nanogpt(cls, *args: Any, **kwargs: Any) -> HookedSAETransformer:
         """``HookedTransformer.from_nanogpt``, as a ``HookedSAETransformer``."""
         return cls.from_model(HookedTransformer.from_nanogpt(*args, **kwargs))
+
+
+__all__ = [
+    "HookPoint",
+    "HookedSAETransformer",
+    "SAESplicingMixin",
+    "_SAEWrapper",
+    "get_deep_attr",
+    "set_deep_attr",
+]

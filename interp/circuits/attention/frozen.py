@@ -36,7 +36,8 @@ RECORDED = ("hook_embed", "hook_pos_embed", "attn.hook_z", "hook_resid_pre", "at
 
 
 def check_pair(model: Any, graph: Any, function: str) -> None:
-    """``model`` a ReplacementModel and ``graph`` a Graph, else a TypeError naming both."""
+    """``model`` a ReplacementModel and ``graph`` a Graph, else a TypeError naming both;
+    a tensor-parallel model is a ValueError (its per-head weights are split)."""
     if not isinstance(model, ReplacementModel):
         raise TypeError(
             f"{function} takes the ReplacementModel the graph was traced with; got "
@@ -46,6 +47,12 @@ def check_pair(model: Any, graph: Any, function: str) -> None:
         raise TypeError(
             f"{function} takes a Graph (from attribute(...) or Graph.from_pt(path)); got "
             f"{type(graph).__name__}."
+        )
+    if getattr(model.model, "tp", None) is not None:
+        raise ValueError(
+            f"{function} reads per-head weights whole, which a tensor-parallel model "
+            "(tp_size > 1) splits over its ranks: it is not covered there. Save the graph "
+            "(graph.to_pt) and run it on the model loaded in one process."
         )
 
 

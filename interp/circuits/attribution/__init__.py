@@ -12,7 +12,8 @@
    (or error) vector, and at ``hook_embed`` with each token's embedding, is the direct
    effect of that source on the row's node. ``FrozenBackward`` (``backward.py``) computes
    the gradients; ``autograd_gradients``, through the forward's autograd graph, stands in
-   for the configurations it does not cover.
+   for the configurations it does not cover (refused on a tensor-parallel model, where
+   ``attribute`` runs on every rank and gives one process's graph).
 3. With ``max_feature_nodes``, features are visited in order of their influence on the
    logits through the rows computed so far, re-ranked every ``update_interval`` batches.
 
@@ -51,7 +52,7 @@ from interp.circuits.attribution.rows import (
 )
 from interp.circuits.attribution.sources import _find_sources
 from interp.circuits.attribution.sparse_rows import SparseRows
-from interp.circuits.backward import FrozenBackward, unsupported
+from interp.circuits.backward import FrozenBackward, tensor_parallel, unsupported
 from interp.circuits.graph import Graph
 from interp.circuits.offload import check_offload, offloaded
 from interp.circuits.replacement_model import LinearizedRun, ReplacementModel
@@ -140,6 +141,12 @@ def attribute(
     n_layers, n_pos = model.cfg.n_layers, len(tokens)
     dtype = torch.promote_types(torch.float32, model.cfg.dtype)
     why_autograd = unsupported(model)  # before linearized() attaches its hooks
+    if why_autograd is not None and tensor_parallel(model) is not None:
+        raise ValueError(
+            f"attribute on a tensor-parallel model runs the written-out backward pass only, "
+            f"which does not cover {why_autograd}; remove them, or load the model in one "
+            "process (without tp_size)."
+        )
     if why_autograd is not None:
         logger.info("Gradients by autograd (slower): FrozenBackward skips %s", why_autograd)
     with model.linearized() as run, contextlib.ExitStack() as reload:

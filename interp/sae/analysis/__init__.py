@@ -1,0 +1,1 @@
+"""SAELens's ``sae_lens.analysis`` module path: ``hooked_sae_transformer``."""
