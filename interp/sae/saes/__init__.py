@@ -47,6 +47,9 @@ for _sae_class, _config_class in (
 ):
     register_sae_class(_config_class.architecture(), _sae_class, _config_class)
 
+# Registers "temporal" itself (SAELens's TemporalSAE, which has no training class).
+from interp.sae.saes import temporal_sae  # noqa: E402,F401
+
 __all__ = [
     "SAE",
     "GatedSAE",
