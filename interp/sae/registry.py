@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     from interp.sae.sae import SAE
 
 SAE_CLASS_REGISTRY: dict[str, tuple[type[SAE], type[SAEConfig]]] = {}
-# SAELens's training classes (``TrainingSAE`` subclasses) register here; interp trains its
-# SAEs with interp.sae.train instead, so none of its own are registered.
+# SAELens's training classes (``TrainingSAE`` subclasses, interp.sae.saes.*) register here.
 SAE_TRAINING_CLASS_REGISTRY: dict[str, tuple[type, type]] = {}
 
 
@@ -37,7 +36,7 @@ def register_sae_class(
 def register_sae_training_class(
     architecture: str, sae_training_class: type, sae_training_config_class: type
 ) -> None:
-    """Record a training SAE class (SAELens's name; interp's trainer does not read these)."""
+    """Make ``architecture`` build ``sae_training_class`` in ``TrainingSAE.from_dict``."""
     if architecture in SAE_TRAINING_CLASS_REGISTRY:
         raise ValueError(f"SAE training class for architecture {architecture} already registered.")
     SAE_TRAINING_CLASS_REGISTRY[architecture] = (sae_training_class, sae_training_config_class)
@@ -56,9 +55,9 @@ def get_sae_training_class(architecture: str) -> tuple[type, type]:
         return SAE_TRAINING_CLASS_REGISTRY[architecture]
     except KeyError:
         raise KeyError(
-            f"No SAE training class is registered for {architecture!r} (interp trains SAEs "
-            "with interp.sae.train, not SAELens's training classes); "
-            f"registered: {sorted(SAE_TRAINING_CLASS_REGISTRY)}."
+            f"No SAE training class is registered for {architecture!r}; registered: "
+            f"{sorted(SAE_TRAINING_CLASS_REGISTRY)}. Register your own with "
+            "register_sae_training_class(architecture, sae_class, config_class)."
         ) from None
 
 

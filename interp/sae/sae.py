@@ -99,13 +99,7 @@ class SAE(SAEFilesMixin, FoldingMixin, HookedRootModule):
         super().__init__()
         if isinstance(cfg, dict):
             cfg = SAEConfig.from_dict(cfg)
-        own = get_sae_class(cfg.architecture)[0]
-        registered = {sae_class for sae_class, _ in SAE_CLASS_REGISTRY.values()}
-        if not isinstance(self, own) or (type(self) in registered and type(self) is not own):
-            raise ValueError(
-                f"{type(self).__name__} cannot take a {cfg.architecture!r} config; use "
-                f"{own.__name__} (or SAE(cfg), which picks it)."
-            )
+        self._check_config_class(cfg)
         self.cfg = cfg
         if cfg.metadata.model_from_pretrained_kwargs:
             warnings.warn(
@@ -131,6 +125,17 @@ class SAE(SAEFilesMixin, FoldingMixin, HookedRootModule):
         if cfg.reshape_activations == "hook_z":
             self.turn_on_forward_pass_hook_z_reshaping()
         self.setup()
+
+    def _check_config_class(self, cfg: SAEConfig) -> None:
+        """A ``ValueError`` unless this class is the one registered for ``cfg``'s
+        architecture (training SAEs check the training registry)."""
+        own = get_sae_class(cfg.architecture)[0]
+        registered = {sae_class for sae_class, _ in SAE_CLASS_REGISTRY.values()}
+        if not isinstance(self, own) or (type(self) in registered and type(self) is not own):
+            raise ValueError(
+                f"{type(self).__name__} cannot take a {cfg.architecture!r} config; use "
+                f"{own.__name__} (or SAE(cfg), which picks it)."
+            )
 
     def get_activation_fn(self) -> Callable[[Tensor], Tensor]:
         """ReLU, or ``TopK(cfg.k)`` for the topk architectures (JumpReLU and gated masks

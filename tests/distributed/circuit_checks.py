@@ -38,7 +38,12 @@ HARVEST = dict(
     progress=False,
 )
 # The transcoders' hooks: (input, output), one pair a model (circuit-tracer's names first).
-HOOKS = {"gpt2": ("ln2.hook_normalized", "hook_mlp_out"), "llama": ("mlp.hook_in", "mlp.hook_out")}
+HOOKS = {
+    "gpt2": ("ln2.hook_normalized", "hook_mlp_out"),
+    "llama": ("mlp.hook_in", "mlp.hook_out"),
+    "gemma2": ("hook_resid_mid", "hook_mlp_out"),  # circuit-tracer's Gemma 2 transcoders
+    "mixtral": ("mlp.hook_in", "mlp.hook_out"),  # the mixture of experts read as one MLP
+}
 
 
 def transcoders(name: str, n_layers: int, d_model: int, skip: bool) -> TranscoderSet:

@@ -1,7 +1,8 @@
 """Tensor parallel over 2 gloo processes against one process, for the circuits and harvest
 packages, in one torchrun launch (``circuit_checks.py``):
 
-- attribution graphs on GPT-2- and Llama- (grouped-query) shaped random checkpoints with
+- attribution graphs on GPT-2-, Llama- (grouped-query), Gemma 2- (one key/value head, soft
+  caps) and Mixtral-shaped random checkpoints with
   random transcoders: adjacency within fp32 reduction-order rounding, the same active and
   selected features, logit targets and pruning, on every rank; what is not covered refused
   on every rank;
@@ -27,7 +28,13 @@ from tests.distributed.launch import torchrun
 from tests.distributed.test_tensor_parallel import LLAMA_LIKE, checkpoints, save
 from tests.support.tolerances import model_error_bound
 
-MODELS = {"gpt2": "gpt2", "llama": "llama-gqa"}  # circuit_checks' name: the checkpoint's
+# circuit_checks' name: the checkpoint's
+MODELS = {
+    "gpt2": "gpt2",
+    "llama": "llama-gqa",
+    "gemma2": "gemma2-one-kv-head",
+    "mixtral": "mixtral",
+}
 HOOKS = HARVEST["hooks"].split(",")
 
 

@@ -11,12 +11,37 @@ Example:
     (True, 'blocks.0.hook_resid_post')
 """
 
-from interp.sae.registry import register_sae_class
-from interp.sae.saes.gated_sae import GatedSAE, GatedSAEConfig
-from interp.sae.saes.jumprelu_sae import JumpReLUSAE, JumpReLUSAEConfig
-from interp.sae.saes.sae import SAE, SAEConfig, SAEMetadata
-from interp.sae.saes.standard_sae import StandardSAE, StandardSAEConfig
-from interp.sae.saes.topk_sae import TopKSAE, TopKSAEConfig
+from interp.sae.registry import register_sae_class, register_sae_training_class
+from interp.sae.saes.batchtopk_sae import BatchTopKTrainingSAE, BatchTopKTrainingSAEConfig
+from interp.sae.saes.gated_sae import (
+    GatedSAE,
+    GatedSAEConfig,
+    GatedTrainingSAE,
+    GatedTrainingSAEConfig,
+)
+from interp.sae.saes.jumprelu_sae import (
+    JumpReLUSAE,
+    JumpReLUSAEConfig,
+    JumpReLUTrainingSAE,
+    JumpReLUTrainingSAEConfig,
+)
+from interp.sae.saes.matryoshka_batchtopk_sae import (
+    MatryoshkaBatchTopKTrainingSAE,
+    MatryoshkaBatchTopKTrainingSAEConfig,
+)
+from interp.sae.saes.sae import SAE, SAEConfig, SAEMetadata, TrainingSAE, TrainingSAEConfig
+from interp.sae.saes.standard_sae import (
+    StandardSAE,
+    StandardSAEConfig,
+    StandardTrainingSAE,
+    StandardTrainingSAEConfig,
+)
+from interp.sae.saes.topk_sae import (
+    TopKSAE,
+    TopKSAEConfig,
+    TopKTrainingSAE,
+    TopKTrainingSAEConfig,
+)
 from interp.sae.saes.transcoder import (
     JumpReLUSkipTranscoder,
     JumpReLUSkipTranscoderConfig,
@@ -46,6 +71,15 @@ for _sae_class, _config_class in (
     (TopKSkipTranscoder, TopKSkipTranscoderConfig),
 ):
     register_sae_class(_config_class.architecture(), _sae_class, _config_class)
+for _sae_class, _config_class in (
+    (StandardTrainingSAE, StandardTrainingSAEConfig),
+    (GatedTrainingSAE, GatedTrainingSAEConfig),
+    (JumpReLUTrainingSAE, JumpReLUTrainingSAEConfig),
+    (TopKTrainingSAE, TopKTrainingSAEConfig),
+    (BatchTopKTrainingSAE, BatchTopKTrainingSAEConfig),
+    (MatryoshkaBatchTopKTrainingSAE, MatryoshkaBatchTopKTrainingSAEConfig),
+):
+    register_sae_training_class(_config_class.architecture(), _sae_class, _config_class)
 
 # These register themselves ("temporal", "matching_pursuit"): their own classes, beside
 # the one implementation.
@@ -53,26 +87,40 @@ from interp.sae.saes import matching_pursuit_sae, temporal_sae  # noqa: E402,F40
 
 __all__ = [
     "SAE",
+    "BatchTopKTrainingSAE",
+    "BatchTopKTrainingSAEConfig",
     "GatedSAE",
     "GatedSAEConfig",
+    "GatedTrainingSAE",
+    "GatedTrainingSAEConfig",
     "JumpReLUSAE",
     "JumpReLUSAEConfig",
     "JumpReLUSkipTranscoder",
     "JumpReLUSkipTranscoderConfig",
+    "JumpReLUTrainingSAE",
+    "JumpReLUTrainingSAEConfig",
     "JumpReLUTranscoder",
     "JumpReLUTranscoderConfig",
+    "MatryoshkaBatchTopKTrainingSAE",
+    "MatryoshkaBatchTopKTrainingSAEConfig",
     "SAEConfig",
     "SAEMetadata",
     "SkipTranscoder",
     "SkipTranscoderConfig",
     "StandardSAE",
     "StandardSAEConfig",
+    "StandardTrainingSAE",
+    "StandardTrainingSAEConfig",
     "TopKSAE",
     "TopKSAEConfig",
     "TopKSkipTranscoder",
     "TopKSkipTranscoderConfig",
+    "TopKTrainingSAE",
+    "TopKTrainingSAEConfig",
     "TopKTranscoder",
     "TopKTranscoderConfig",
+    "TrainingSAE",
+    "TrainingSAEConfig",
     "Transcoder",
     "TranscoderConfig",
 ]

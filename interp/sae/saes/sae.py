@@ -1,4 +1,5 @@
-"""SAELens's ``sae_lens.saes.sae``: the base ``SAE``, ``SAEConfig`` and ``SAEMetadata``.
+"""SAELens's ``sae_lens.saes.sae``: the base ``SAE``, ``SAEConfig`` and ``SAEMetadata``, and
+the training base ``TrainingSAE``, ``TrainingSAEConfig``, ``TrainStepInput``/``Output``.
 
 Example:
     >>> from interp.sae.saes.sae import SAE, SAEConfig, SAEMetadata
@@ -11,5 +12,26 @@ Example:
 from interp.sae.config import SAEConfig
 from interp.sae.metadata import SAEMetadata
 from interp.sae.sae import SAE, _disable_hooks
+from interp.sae.training_sae import (
+    T_TRAINING_SAE_CONFIG,
+    TrainCoefficientConfig,
+    TrainingSAE,
+    TrainingSAEConfig,
+    TrainStepInput,
+    TrainStepOutput,
+    mse_loss,
+)
 
-__all__ = ["SAE", "SAEConfig", "SAEMetadata", "_disable_hooks"]
+__all__ = [
+    "SAE",
+    "T_TRAINING_SAE_CONFIG",
+    "SAEConfig",
+    "SAEMetadata",
+    "TrainCoefficientConfig",
+    "TrainStepInput",
+    "TrainStepOutput",
+    "TrainingSAE",
+    "TrainingSAEConfig",
+    "_disable_hooks",
+    "mse_loss",
+]
