@@ -18,12 +18,15 @@ from interp.sae import SAE
 from interp.sae.saes.matching_pursuit_sae import (
     MatchingPursuitSAE,
     MatchingPursuitSAEConfig,
+    MatchingPursuitTrainingSAE,
+    MatchingPursuitTrainingSAEConfig,
     _encode_matching_pursuit,
 )
+from interp.sae.training_sae import TrainingSAEConfig, TrainStepInput
 from tests.support.tolerances import tolerance
 
 FIXTURES = Path(__file__).parents[1] / "sae_reference" / "matching_pursuit"
-CASES = sorted(path.stem for path in FIXTURES.glob("*.safetensors"))
+CASES = sorted(p.stem for p in FIXTURES.glob("*.safetensors") if p.stem != "training")
 
 
 def load_case(name: str) -> tuple[MatchingPursuitSAE, dict[str, torch.Tensor]]:
@@ -85,3 +88,27 @@ def test_one_step_picks_the_best_aligned_row():
         x, W_dec, 0.0, max_iterations=1, stop_on_duplicate_support=False
     )
     assert torch.equal(acts, torch.tensor([[0.0, 0.0, 3.0, 0.0]]))
+
+
+def test_training_step_matches_saelens():
+    with safe_open(str(FIXTURES / "training.safetensors"), "pt") as file:
+        cfg = TrainingSAEConfig.from_dict(json.loads(file.metadata()["cfg"]))
+        expected = {key: file.get_tensor(key) for key in file.keys()}  # noqa: SIM118
+    sae = MatchingPursuitTrainingSAE(cfg)
+    state = {k.removeprefix("state."): v for k, v in expected.items() if k[:6] == "state."}
+    sae.load_state_dict(state)
+    out = sae.training_forward_pass(TrainStepInput(expected["sae_in"], {}, None, 0, True))
+    close(out.feature_acts, expected["feature_acts"], sae)
+    close(out.sae_out, expected["sae_out"], sae)
+    close(out.loss, expected["loss"], sae)
+    assert sorted(out.losses) == ["mse_loss"]
+    for name in ("max_l0", "min_l0", "residual_norm", "residual_threshold_converged_portion"):
+        close(torch.as_tensor(out.metrics[name]), expected[f"metric.{name}"], sae)
+
+
+def test_training_config_forces_unit_decoder_rows():
+    with pytest.warns(UserWarning, match="decoder_init_norm must be set to 1.0"):
+        cfg = MatchingPursuitTrainingSAEConfig(d_in=8, d_sae=16, decoder_init_norm=0.1)
+    sae = MatchingPursuitTrainingSAE(cfg)
+    close(sae.W_dec.norm(dim=-1), torch.ones(16), sae)
+    assert sorted(sae.state_dict()) == ["W_dec", "b_dec"]

@@ -9,14 +9,22 @@ unit-norm decoder rows as training leaves them, a random ``b_dec``), runs an inp
 [3, 4, 16] and saves, in ``matching_pursuit/<case>.safetensors``, the state dict, the
 input, ``encode``, ``decode`` of the codes and ``forward``; the config's dict is the file's
 ``cfg`` metadata. The default case is also saved with ``save_model`` into
-``matching_pursuit/default_folder/``.
+``matching_pursuit/default_folder/``. ``matching_pursuit/training.safetensors`` holds a
+``MatchingPursuitTrainingSAE``'s state and one logging ``training_forward_pass`` on a batch
+[6, 16]: its output, features, loss and metrics.
 """
 
 import json
 from pathlib import Path
 
 import torch
-from sae_lens.saes.matching_pursuit_sae import MatchingPursuitSAE, MatchingPursuitSAEConfig
+from sae_lens.saes.matching_pursuit_sae import (
+    MatchingPursuitSAE,
+    MatchingPursuitSAEConfig,
+    MatchingPursuitTrainingSAE,
+    MatchingPursuitTrainingSAEConfig,
+)
+from sae_lens.saes.sae import TrainStepInput
 from safetensors.torch import save_file
 
 HERE = Path(__file__).parent / "matching_pursuit"
@@ -59,6 +67,31 @@ def main():
         print(f"wrote {out}")
         if name == "default":
             sae.save_model(HERE / "default_folder")
+
+    write_training()
+
+
+def write_training():
+    torch.manual_seed(1)
+    cfg = MatchingPursuitTrainingSAEConfig(**BASE, decoder_init_norm=1.0, residual_threshold=0.3)
+    sae = MatchingPursuitTrainingSAE(cfg)
+    with torch.no_grad():
+        sae.b_dec.normal_(std=0.1)
+    sae_in = torch.randn(6, BASE["d_in"])
+    out = sae.training_forward_pass(TrainStepInput(sae_in, {}, None, 0, True))
+    tensors = {
+        **{f"state.{key}": value for key, value in sae.state_dict().items()},
+        "sae_in": sae_in,
+        "sae_out": out.sae_out,
+        "feature_acts": out.feature_acts,
+        "loss": out.loss,
+        **{f"metric.{key}": torch.as_tensor(value) for key, value in out.metrics.items()},
+    }
+    save_file(
+        {k: v.detach().contiguous() for k, v in tensors.items()},
+        HERE / "training.safetensors",
+        metadata={"cfg": json.dumps(cfg.to_dict())},
+    )
 
 
 if __name__ == "__main__":

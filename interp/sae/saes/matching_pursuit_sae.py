@@ -6,8 +6,8 @@ with the residual (``W_enc`` is ``W_dec.T``), adds that (ReLU'd) coefficient to 
 and removes its contribution from the residual. An input stops when its set of active
 features did not change (``stop_on_duplicate_support``) or its residual norm fell below
 ``residual_threshold`` (if > 0), and all stop after ``max_iterations`` (default ``d_in``).
-The parameters are ``W_dec`` and ``b_dec`` only. SAELens's training class for it is not
-here (interp trains with interp.sae.train).
+The parameters are ``W_dec`` and ``b_dec`` only. ``MatchingPursuitTrainingSAE`` trains it on
+the reconstruction error alone (its decoder rows start at norm 1).
 
 Example:
     >>> from interp.sae.saes.matching_pursuit_sae import (
@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +28,23 @@ import torch
 from torch import Tensor, nn
 
 from interp.sae.config import ArchitectureName, SAEConfig
-from interp.sae.registry import register_sae_class
+from interp.sae.registry import register_sae_class, register_sae_training_class
 from interp.sae.sae import SAE, str_to_dtype
+from interp.sae.training_sae import (
+    TrainCoefficientConfig,
+    TrainingSAE,
+    TrainingSAEConfig,
+    TrainStepInput,
+    TrainStepOutput,
+)
 
-__all__ = ["MatchingPursuitSAE", "MatchingPursuitSAEConfig", "_encode_matching_pursuit"]
+__all__ = [
+    "MatchingPursuitSAE",
+    "MatchingPursuitSAEConfig",
+    "MatchingPursuitTrainingSAE",
+    "MatchingPursuitTrainingSAEConfig",
+    "_encode_matching_pursuit",
+]
 
 
 @dataclass
@@ -84,10 +98,8 @@ def _encode_matching_pursuit(
     return acts.reshape(*shape[:-1], d_sae)
 
 
-class MatchingPursuitSAE(SAE):
-    """The matching pursuit SAE (see the module docstring). As SAELens's, ``encode`` runs
-    no ``hook_sae_acts_pre``/``hook_sae_acts_post`` hooks, ``W_enc`` is ``W_dec.T`` (setting
-    it does nothing) and ``fold_W_dec_norm`` is refused."""
+class _TiedDecoder:
+    """Matching pursuit's tie: ``W_enc`` is ``W_dec.T`` and assigning it does nothing."""
 
     @property
     def W_enc(self) -> Tensor:
@@ -98,17 +110,7 @@ class MatchingPursuitSAE(SAE):
             return
         super().__setattr__(name, value)
 
-    def initialize_weights(self) -> None:
-        """Kaiming-uniform ``W_dec`` [d_sae, d_in], zero ``b_dec``."""
-        cfg = self.cfg
-        kind = {"dtype": str_to_dtype(cfg.dtype), "device": torch.device(cfg.device)}
-        self.b_dec = nn.Parameter(torch.zeros(cfg.d_in, **kind))
-        self.W_dec = nn.Parameter(
-            nn.init.kaiming_uniform_(torch.empty(cfg.d_sae, cfg.d_in, **kind))
-        )
-
-    def encode(self, x: Tensor, hooked: bool = True) -> Tensor:
-        """The matching pursuit codes [..., d_sae] of ``x`` [..., d_in]."""
+    def _matching_pursuit(self, x: Tensor, hooked: bool = True) -> Tensor:
         cfg = self.cfg
         return _encode_matching_pursuit(
             self.process_sae_in(x, hooked),
@@ -118,7 +120,18 @@ class MatchingPursuitSAE(SAE):
             stop_on_duplicate_support=cfg.stop_on_duplicate_support,
         )
 
-    def decode(self, feature_acts: Tensor, hooked: bool = True) -> Tensor:
+    def _init_decoder(self, row_norm: float | None) -> None:
+        """Kaiming-uniform ``W_dec`` [d_sae, d_in] (rows rescaled to ``row_norm`` if given),
+        zero ``b_dec``."""
+        cfg = self.cfg
+        kind = {"dtype": str_to_dtype(cfg.dtype), "device": torch.device(cfg.device)}
+        self.b_dec = nn.Parameter(torch.zeros(cfg.d_in, **kind))
+        W_dec = nn.init.kaiming_uniform_(torch.empty(cfg.d_sae, cfg.d_in, **kind))
+        if row_norm is not None:
+            W_dec = W_dec / W_dec.norm(dim=-1, keepdim=True) * row_norm
+        self.W_dec = nn.Parameter(W_dec)
+
+    def _tied_decode(self, feature_acts: Tensor, hooked: bool = True) -> Tensor:
         """``feature_acts @ W_dec``, plus ``b_dec`` only if the input had it subtracted."""
         out = feature_acts @ self.W_dec
         if self.cfg.apply_b_dec_to_input:
@@ -133,4 +146,82 @@ class MatchingPursuitSAE(SAE):
         )
 
 
+class MatchingPursuitSAE(_TiedDecoder, SAE):
+    """The matching pursuit SAE (see the module docstring). As SAELens's, ``encode`` runs
+    no ``hook_sae_acts_pre``/``hook_sae_acts_post`` hooks, ``W_enc`` is ``W_dec.T`` (setting
+    it does nothing) and ``fold_W_dec_norm`` is refused."""
+
+    def initialize_weights(self) -> None:
+        """Kaiming-uniform ``W_dec`` [d_sae, d_in], zero ``b_dec``."""
+        self._init_decoder(None)
+
+    def encode(self, x: Tensor, hooked: bool = True) -> Tensor:
+        """The matching pursuit codes [..., d_sae] of ``x`` [..., d_in]."""
+        return self._matching_pursuit(x, hooked)
+
+    def decode(self, feature_acts: Tensor, hooked: bool = True) -> Tensor:
+        return self._tied_decode(feature_acts, hooked)
+
+
+@dataclass
+class MatchingPursuitTrainingSAEConfig(TrainingSAEConfig):
+    """The training config: the inference config's stopping rules; ``decoder_init_norm``
+    is always 1.0 (another value is replaced, with a warning, as SAELens does)."""
+
+    architecture: str = ArchitectureName("matching_pursuit")
+    residual_threshold: float = 1e-2
+    max_iterations: int | None = None
+    stop_on_duplicate_support: bool = True
+
+    def _validate(self) -> None:
+        super()._validate()
+        if self.decoder_init_norm != 1.0:
+            self.decoder_init_norm = 1.0
+            warnings.warn(
+                "decoder_init_norm must be set to 1.0 for MatchingPursuitTrainingSAE, "
+                "setting to 1.0",
+                stacklevel=2,
+            )
+
+
+class MatchingPursuitTrainingSAE(_TiedDecoder, TrainingSAE):
+    """Trains a matching pursuit SAE on the MSE alone (no sparsity penalty: the pursuit's
+    stopping rules bound the codes); ``hidden_pre`` is zeros, as there is none."""
+
+    def initialize_weights(self) -> None:
+        self._init_decoder(self.cfg.decoder_init_norm)
+
+    def encode_with_hidden_pre(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        acts = self._matching_pursuit(x)
+        return acts, torch.zeros_like(acts)
+
+    def decode(self, feature_acts: Tensor, hooked: bool = True) -> Tensor:
+        return self._tied_decode(feature_acts, hooked)
+
+    def get_coefficients(self) -> dict[str, float | TrainCoefficientConfig]:
+        return {}
+
+    def calculate_aux_loss(
+        self, step_input: TrainStepInput, feature_acts: Tensor, hidden_pre: Tensor, sae_out: Tensor
+    ) -> dict[str, Tensor]:
+        return {}
+
+    def training_forward_pass(self, step_input: TrainStepInput) -> TrainStepOutput:
+        """The base step; on logging steps also the L0 range, mean residual norm and the
+        share of inputs whose residual fell below ``residual_threshold``."""
+        output = super().training_forward_pass(step_input)
+        if step_input.is_logging_step:
+            l0 = output.feature_acts.bool().float().sum(-1)  # [batch]
+            residual_norm = (step_input.sae_in - output.sae_out).norm(dim=-1)  # [batch]
+            output.metrics["max_l0"] = l0.max()
+            output.metrics["min_l0"] = l0.min()
+            output.metrics["residual_norm"] = residual_norm.mean()
+            converged = (residual_norm < self.cfg.residual_threshold).float().mean()
+            output.metrics["residual_threshold_converged_portion"] = converged
+        return output
+
+
 register_sae_class("matching_pursuit", MatchingPursuitSAE, MatchingPursuitSAEConfig)
+register_sae_training_class(
+    "matching_pursuit", MatchingPursuitTrainingSAE, MatchingPursuitTrainingSAEConfig
+)
