@@ -34,7 +34,7 @@ from interp.utils.init import (
 from interp.utils.libraries import is_library_available
 from interp.utils.lm import lm_accuracy
 from interp.utils.names import get_act_name
-from interp.utils.options import override_or_use_default_value
+from interp.utils.options import USE_DEFAULT_VALUE, override_or_use_default_value
 from interp.utils.slice import Slice, SliceInput
 from interp.utils.tensors import (
     get_corner,
@@ -50,7 +50,12 @@ from interp.utils.tensors import (
     to_numpy,
     transpose,
 )
-from interp.utils.tokens import TokenDataset, get_attention_mask, tokenize_and_concatenate
+from interp.utils.tokens import (
+    TokenDataset,
+    get_attention_mask,
+    get_tokens_with_bos_removed,
+    tokenize_and_concatenate,
+)
 
 # Defined in modules that import interp.utils themselves: loaded on first use.
 _LAZY = {
@@ -69,6 +74,7 @@ __all__ = [
     "ACTIVATION_FN_DICT",
     "ActivationFunction",
     "SUPPORTED_ACTIVATIONS",
+    "USE_DEFAULT_VALUE",
     "Slice",
     "SliceInput",
     "TokenDataset",
@@ -101,6 +107,7 @@ __all__ = [
     "solu",
     "test_prompt",
     "to_numpy",
+    "get_tokens_with_bos_removed",
     "tokenize_and_concatenate",
     "transpose",
     "xielu",

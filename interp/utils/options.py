@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# TransformerLens's marker for "use the model's default" in optional arguments.
+USE_DEFAULT_VALUE = None
+
 
 def override_or_use_default_value(default_flag: Any, override: Any = None) -> Any:
     """``override`` when it is not None, else ``default_flag`` (False and 0 are overrides).
