@@ -30,8 +30,21 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
+# SAELens's ``sae_lens.config`` also holds its run configs and re-exports DTYPE_MAP.
+from interp.sae.cache_config import CacheActivationsRunnerConfig, PretokenizeRunnerConfig  # noqa: F401
+from interp.sae.constants import DTYPE_MAP  # noqa: F401
 from interp.sae.metadata import VERSION_KEYS, SAEMetadata
 from interp.sae.registry import SAE_CLASS_REGISTRY, get_sae_class
+from interp.sae.runner_config import (  # noqa: F401
+    T_TRAINING_SAE_CONFIG,
+    LanguageModelSAERunnerConfig,
+    LoggingConfig,
+    SAETrainerConfig,
+    default_cached_activations_path,
+    json_dict,
+    special_token,
+    validate_seqpos,
+)
 
 # architecture -> (activation, is_transcoder, has_skip): the forms interp's one implementation
 # computes (SAELens's names; the topk transcoders are sparsify's).
@@ -48,6 +61,9 @@ ARCHITECTURES: dict[str, tuple[str, bool, bool]] = {
     "topk_skip_transcoder": ("topk", True, True),
 }
 NORMALIZATIONS = ("none", "expected_average_only_in", "constant_norm_rescale", "layer_norm")
+# SAELens's private names for these two (its tests import them).
+_default_cached_activations_path = default_cached_activations_path
+_validate_seqpos = validate_seqpos
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
 # The metadata fields with their own attribute on the config; the rest is ``cfg.extra``.
 CORE_METADATA = ("hook_name", "hook_name_out", "hook_head_index", "model_name")
@@ -265,3 +281,13 @@ def config_class(architecture: str) -> type[SAEConfig]:
         except KeyError as error:
             raise ValueError(error.args[0]) from None
     return SAE_CLASS_REGISTRY[architecture][1]
+
+
+def __getattr__(name: str) -> Any:
+    """``HfDataset`` (SAELens's union of Hugging Face dataset types), importing ``datasets``
+    only when asked for."""
+    if name == "HfDataset":
+        from datasets import Dataset, DatasetDict, IterableDataset, IterableDatasetDict
+
+        return DatasetDict | Dataset | IterableDatasetDict | IterableDataset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# TransformerLens's marker for "use the model's default" (``prepend_bos=USE_DEFAULT_VALUE``).
+# TransformerLens's marker for "use the model's default" in optional arguments.
 USE_DEFAULT_VALUE = None
 
 

@@ -1,5 +1,5 @@
-"""Token-level helpers with TransformerLens's names: attention masks, BOS removal and dataset
-packing.
+"""Token-level helpers with TransformerLens's names: attention masks, BOS removal and
+dataset packing.
 
 They take either one of our tokenizers (``interp.get_tokenizer``) or a Hugging Face one.
 """
@@ -77,32 +77,6 @@ class TokenDataset(Dataset):
 
     def __repr__(self) -> str:
         return f"TokenDataset(tokens: {tuple(self.tokens.shape)})"
-
-
-def get_tokens_with_bos_removed(
-    tokenizer: Any, tokens: Int[Tensor, "batch pos"]
-) -> Int[Tensor, "batch pos_minus_1"]:
-    """``tokens`` without each row's BOS (TransformerLens's function of that name): the first
-    column with right padding; with left padding, the BOS after each row's leading pads (the
-    last leading pad when BOS and pad share an id).
-
-    Example:
-        >>> tok = interp.get_tokenizer("gpt2")   # pad = bos = 50256
-        >>> tok.padding_side = "left"
-        >>> rows = torch.tensor([[50256, 50256, 15496], [50256, 15496, 995]])
-        >>> get_tokens_with_bos_removed(tok, rows).tolist()
-        [[50256, 15496], [15496, 995]]
-    """
-    if getattr(tokenizer, "padding_side", "right") == "right":
-        return tokens[..., 1:]
-    if tokenizer.bos_token_id == tokenizer.pad_token_id:
-        is_leading_pad = get_cumsum_along_dim(tokens.ne(tokenizer.pad_token_id), -1) == 0
-        bos_positions = is_leading_pad.sum(-1) - 1
-    else:
-        bos_positions = (tokens == tokenizer.bos_token_id).int().argmax(-1)
-    keep = torch.ones_like(tokens, dtype=torch.bool)
-    keep[torch.arange(len(tokens)), bos_positions] = False
-    return tokens[keep].view(len(tokens), tokens.shape[-1] - 1)
 
 
 def _pack(texts: Sequence[str], tokenizer: Any, max_length: int, add_bos_token: bool) -> np.ndarray:
@@ -189,3 +163,35 @@ def tokenize_and_concatenate(
     if not streaming:
         tokenized.set_format(type="torch", columns=["tokens"])
     return tokenized
+
+
+def get_tokens_with_bos_removed(
+    tokenizer: Any, tokens: Int[Tensor, "... seq"], padding_side: str | None = None
+) -> Int[Tensor, "... seq_minus_1"]:
+    """``tokens`` without each row's BOS token (TransformerLens's function).
+
+    Right padding: the BOS is the first token. Left padding: it is the first BOS after the
+    pads (when BOS and pad share an id, the last of the leading run). A tokenizer without a
+    BOS token leaves ``tokens`` as they are. ``padding_side`` defaults to the tokenizer's.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> tok = SimpleNamespace(bos_token_id=1, pad_token_id=0, padding_side="left")
+        >>> get_tokens_with_bos_removed(tok, torch.tensor([[0, 1, 5, 6], [1, 7, 8, 9]]))
+        tensor([[0, 5, 6],
+                [7, 8, 9]])
+    """
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return tokens
+    if (padding_side or tokenizer.padding_side) == "right":
+        return tokens[..., 1:]
+    if bos == tokenizer.pad_token_id:
+        # the BOS ends the leading run of pad-or-BOS ids: [pad, pad, bos, x] -> position 2
+        leading = get_cumsum_along_dim(tokens.ne(tokenizer.pad_token_id), -1, reverse=False) == 0
+        bos_position = leading.sum(-1) - 1  # [...]
+    else:
+        bos_position = tokens.eq(bos).int().argmax(-1)  # [...], the first BOS
+    positions = torch.arange(tokens.shape[-1], device=tokens.device)
+    keep = positions != bos_position.unsqueeze(-1)  # [..., seq]
+    return tokens[keep].view(*tokens.shape[:-1], tokens.shape[-1] - 1)

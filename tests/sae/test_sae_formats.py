@@ -337,10 +337,10 @@ def saelens_folder(tmp_path, **cfg_changes):
 
 
 def test_unknown_architecture(tmp_path):
-    folder = saelens_folder(tmp_path, architecture="matching_pursuit")
+    folder = saelens_folder(tmp_path, architecture="crosscoder")
     with pytest.raises(
         SAEFormatError,
-        match=r"cfg.json: architecture 'matching_pursuit' is "
+        match=r"cfg.json: architecture 'crosscoder' is "
         "not supported; supported: ",
     ):
         load_sae(folder)

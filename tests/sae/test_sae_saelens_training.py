@@ -68,7 +68,8 @@ def test_every_training_architecture_has_a_fixture():
     for name in CASES:
         with safe_open(FIXTURES / f"{name}.safetensors", "pt") as f:
             architectures.add(f.metadata()["architecture"])
-    assert architectures == set(SAE_TRAINING_CLASS_REGISTRY)
+    # matching_pursuit's step is compared with SAELens's in test_sae_matching_pursuit.py
+    assert architectures == set(SAE_TRAINING_CLASS_REGISTRY) - {"matching_pursuit"}
 
 
 @pytest.mark.parametrize("name", CASES)

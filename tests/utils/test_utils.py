@@ -237,19 +237,21 @@ def test_test_prompt_prints_what_transformer_lens_prints(gpt2_model, capsys, ans
     assert "Ranks of the answer tokens" in expected
 
 
-def test_get_tokens_with_bos_removed_finds_each_rows_bos():
-    """Right padding drops the first column; left padding drops the BOS after each row's
-    leading pads, found by id when BOS and pad differ, else as the last leading pad."""
+def test_get_tokens_with_bos_removed_matches_transformer_lens():
     from types import SimpleNamespace
 
     from interp.utils import USE_DEFAULT_VALUE, get_tokens_with_bos_removed
 
-    assert USE_DEFAULT_VALUE is None  # TransformerLens's "the model's default"
-    rows = torch.tensor([[9, 1, 2, 0], [0, 9, 3, 4]])
-    right = SimpleNamespace(padding_side="right", bos_token_id=9, pad_token_id=0)
-    assert get_tokens_with_bos_removed(right, rows).tolist() == [[1, 2, 0], [9, 3, 4]]
-    left = SimpleNamespace(padding_side="left", bos_token_id=9, pad_token_id=0)
-    assert get_tokens_with_bos_removed(left, rows).tolist() == [[1, 2, 0], [0, 3, 4]]
-    shared = SimpleNamespace(padding_side="left", bos_token_id=0, pad_token_id=0)
-    padded = torch.tensor([[0, 0, 5, 6], [0, 7, 8, 5]])
-    assert get_tokens_with_bos_removed(shared, padded).tolist() == [[0, 5, 6], [7, 8, 5]]
+    assert USE_DEFAULT_VALUE is tl_utils.USE_DEFAULT_VALUE
+    left_padded = torch.tensor([[0, 0, 1, 5], [1, 6, 7, 8]])  # pad 0, BOS 1
+    shared_padded = torch.tensor([[0, 0, 0, 5], [0, 6, 0, 8]])  # BOS and pad both 0
+    cases = [
+        (SimpleNamespace(bos_token_id=1, pad_token_id=0, padding_side="left"), left_padded),
+        (SimpleNamespace(bos_token_id=1, pad_token_id=0, padding_side="right"), left_padded),
+        (SimpleNamespace(bos_token_id=0, pad_token_id=0, padding_side="left"), shared_padded),
+        (SimpleNamespace(bos_token_id=None, pad_token_id=0, padding_side="left"), left_padded),
+    ]
+    for tokenizer, tokens in cases:
+        ours = get_tokens_with_bos_removed(tokenizer, tokens)
+        assert torch.equal(ours, tl_utils.get_tokens_with_bos_removed(tokenizer, tokens))
+    assert get_tokens_with_bos_removed(cases[0][0], left_padded).tolist() == [[0, 0, 5], [6, 7, 8]]

@@ -18,6 +18,7 @@ from typing import Any
 
 from interp.sae.formats.build import build_sae, fold_input_scale, sae_config
 from interp.sae.formats.files import SAEFormatError, read_json, read_safetensors
+from interp.sae.registry import SAE_CLASS_REGISTRY
 from interp.sae.sae import ARCHITECTURES, SAE
 
 SAELENS_CFG, SAELENS_WEIGHTS = "cfg.json", "sae_weights.safetensors"
@@ -68,10 +69,11 @@ def load_saelens(folder: Path, device: Any = None, dtype: Any = None, **override
     fields = saelens_fields(read_json(cfg_path))
     fields.update(overrides)
     architecture = fields.get("architecture")
-    if architecture not in ARCHITECTURES:
+    # the one implementation's forms, or a registered class of its own (TemporalSAE)
+    if architecture not in ARCHITECTURES and architecture not in SAE_CLASS_REGISTRY:
         raise SAEFormatError(
             f"{cfg_path}: architecture {architecture!r} is not supported; supported: "
-            f"{sorted(ARCHITECTURES)}."
+            f"{sorted(set(ARCHITECTURES) | set(SAE_CLASS_REGISTRY))}."
         )
     for required in ("d_in", "d_sae"):
         if required not in fields:

@@ -81,6 +81,10 @@ for _sae_class, _config_class in (
 ):
     register_sae_training_class(_config_class.architecture(), _sae_class, _config_class)
 
+# These register themselves ("temporal", "matching_pursuit"): their own classes, beside
+# the one implementation.
+from interp.sae.saes import matching_pursuit_sae, temporal_sae  # noqa: E402,F401
+
 __all__ = [
     "SAE",
     "BatchTopKTrainingSAE",
