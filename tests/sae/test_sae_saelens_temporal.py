@@ -1,8 +1,10 @@
 """``TemporalSAE`` against SAELens 6.45.3 where test_sae_temporal.py's cases do not reach
-(the base normalisations, hook_z inputs, ``.to(float64)``), and its config's checks.
+(the base normalisations, hook_z inputs, ``.to(float64)``), its config's checks, and the
+``temporal`` loader (canrager/temporalSAEs folders).
 
 tests/sae_reference/make_temporal_extra_fixtures.py saved, per case, SAELens's state dict, an
-input, its novel and predicted codes, ``decode`` of the novel codes and ``forward``.
+input, its novel and predicted codes, ``decode`` of the novel codes and ``forward``; and a
+canrager folder with SAELens's forward of the SAE its loader reads from it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from safetensors import safe_open
 
 import interp.sae
 from interp.sae import SAE
+from interp.sae.loading import pretrained_sae_loaders
 from interp.sae.saes.temporal_sae import TemporalSAE, TemporalSAEConfig
 from tests.support.tolerances import tolerance
 
@@ -100,3 +103,33 @@ def test_exported_and_built_by_architecture():
     cfg = TemporalSAEConfig(**SMALL, kval_topk=4)
     assert type(SAE.from_dict(cfg.to_dict())) is TemporalSAE
     assert type(SAE(cfg)) is TemporalSAE
+
+
+def test_temporal_loader_reads_a_canrager_folder_as_saelens_does(monkeypatch):
+    root = FIXTURES / "canrager"
+    with safe_open(str(root / "expected.safetensors"), "pt") as file:
+        saelens_cfg = json.loads(file.metadata()["cfg"])
+        expected = {key: file.get_tensor(key) for key in file.keys()}  # noqa: SIM118
+    asked = []
+
+    def local_file(repo_id, filename, **kwargs):
+        asked.append(filename)  # any folder: this one's files
+        return str(root / "layer_3" / "temporal" / Path(filename).name)
+
+    monkeypatch.setattr(pretrained_sae_loaders, "_cached", lambda repo_id, filename: None)
+    monkeypatch.setattr(pretrained_sae_loaders, "hf_hub_download", local_file)
+    cfg_dict, state_dict, log_sparsity = pretrained_sae_loaders.temporal_sae_huggingface_loader(
+        "canrager/temporalSAEs", "layer_3/temporal"
+    )
+    assert asked == ["layer_3/temporal/conf.yaml", "layer_3/temporal/latest_ckpt.safetensors"]
+    assert cfg_dict == saelens_cfg and log_sparsity is None
+    getter = pretrained_sae_loaders.NAMED_PRETRAINED_SAE_CONFIG_GETTERS["temporal"]
+    assert getter("canrager/temporalSAEs", "layer_3/temporal", "cpu") == saelens_cfg
+    sae = SAE.from_dict(cfg_dict)
+    sae.load_state_dict(state_dict)
+    assert isinstance(sae, TemporalSAE) and sae.cfg.hook_name == "blocks.3.hook_resid_post"
+    with torch.no_grad():
+        close(sae.encode(expected["x"]), expected["z_novel"], sae)
+        close(sae(expected["x"]), expected["forward"], sae)
+    with pytest.raises(ValueError, match="Could not find layer in folder_name: temporal"):
+        pretrained_sae_loaders.get_temporal_sae_config_from_hf("r", "temporal", "cpu")
