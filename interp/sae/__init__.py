@@ -52,6 +52,7 @@ from interp.sae.saes import (
     Transcoder,
     TranscoderConfig,
 )
+from interp.sae.saes.temporal_sae import TemporalSAE, TemporalSAEConfig
 from interp.sae.shipped import list_saes, load_sae  # shipped names, then any folder
 from interp.sae.splice import HookedSAETransformer, SAESplicingMixin
 from interp.sae.training_sae import TrainStepInput, TrainStepOutput
@@ -90,6 +91,8 @@ __all__ = [
     "StandardSAEConfig",
     "StandardTrainingSAE",
     "StandardTrainingSAEConfig",
+    "TemporalSAE",
+    "TemporalSAEConfig",
     "TopKSAE",
     "TopKSAEConfig",
     "TopKSkipTranscoder",

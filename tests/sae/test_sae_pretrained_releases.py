@@ -180,10 +180,10 @@ def test_an_unsupported_format_says_so(hub):
     release = next(
         name
         for name, lookup in get_pretrained_saes_directory().items()
-        if lookup.conversion_func == "temporal"
+        if lookup.conversion_func == "dictionary_learning_1"
     )
     sae_id = next(iter(get_pretrained_saes_directory()[release].saes_map))
-    with pytest.raises(loaders.UnsupportedSAEFormat, match="'temporal' format"):
+    with pytest.raises(loaders.UnsupportedSAEFormat, match="'dictionary_learning_1' format"):
         SAE.from_pretrained(release, sae_id)
 
 

@@ -6,10 +6,10 @@ Files come from the Hugging Face cache first (so a cached SAE loads offline), el
 Formats read: SAELens (``sae_lens``), Gemma Scope 1 (``gemma_2``, ``gemma_2_transcoder``), Gemma
 Scope 2 (``gemma_3``), Llama Scope (``llama_scope``, ``llama_scope_r1_distill``), sparsify,
 GPT-2 ``hook_z`` (``connor_rob_hook_z``), DeepSeek R1, Goodfire, Qwen Scope, and
-circuit-tracer's transcoders (``mwhanna_transcoder``, ``mntss_clt_layer_transcoder``); the
-config dicts are built in ``loader_configs``. Loaders for the rest of SAELens's formats
-(``dictionary_learning_1``, ``temporal``) exist under their names and raise
-``UnsupportedSAEFormat`` saying so.
+circuit-tracer's transcoders (``mwhanna_transcoder``, ``mntss_clt_layer_transcoder``) and
+TemporalSAE folders (``temporal``); most config dicts are built in ``loader_configs``. The
+loader of SAELens's remaining format (``dictionary_learning_1``) exists under its names and
+raises ``UnsupportedSAEFormat`` saying so.
 
 One flat module, as SAELens's, and longer than our files usually are, on purpose: its users and
 tests patch its names (``hf_hub_download``, ``load_safetensors_weights``,
@@ -739,6 +739,72 @@ def mntss_clt_layer_huggingface_loader(
     return cfg_dict, state_dict, None
 
 
+# ------------------------------------------- canrager/temporalSAEs (TemporalSAE folders)
+def get_temporal_sae_config_from_hf(
+    repo_id: str,
+    folder_name: str,
+    device: str,
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``temporal`` config from the folder's ``conf.yaml`` (``llm.dimin``, ``sae.*``,
+    ``data.dtype``); the layer from ``folder_name`` (``layer_12/temporal``), read at its
+    ``hook_resid_post``; inputs scaled by ``sae.scaling_factor``."""
+    conf = _yaml(hub_file(repo_id, f"{folder_name}/conf.yaml", force_download=force_download))
+    layer = re.search(r"layer_(\d+)", folder_name)
+    if layer is None:
+        raise ValueError(f"Could not find layer in folder_name: {folder_name}")
+    sae = conf["sae"]
+    cfg_dict = {
+        "architecture": "temporal",
+        "hook_name": f"blocks.{int(layer.group(1))}.hook_resid_post",
+        "d_in": conf["llm"]["dimin"],
+        "d_sae": int(conf["llm"]["dimin"] * sae["exp_factor"]),
+        **{key: sae[key] for key in _TEMPORAL_SAE_KEYS},
+        "dtype": conf["data"]["dtype"],
+        "device": device,
+        "normalize_activations": "constant_scalar_rescale",
+        "activation_normalization_factor": sae["scaling_factor"],
+        "apply_b_dec_to_input": True,
+    }
+    return {**cfg_dict, **(cfg_overrides or {})}
+
+
+_TEMPORAL_SAE_KEYS = (
+    "n_heads",
+    "n_attn_layers",
+    "bottleneck_factor",
+    "sae_diff_type",
+    "kval_topk",
+    "tied_weights",
+)
+
+
+def temporal_sae_huggingface_loader(
+    repo_id: str,
+    folder_name: str,
+    device: str = "cpu",
+    force_download: bool = False,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> LoaderResult:
+    """A TemporalSAE folder (``conf.yaml`` + ``latest_ckpt.safetensors``): the checkpoint's
+    ``D``, ``b`` and ``E`` (untied only) become ``W_dec``, ``b_dec`` and ``W_enc``;
+    ``attn_layers.*`` keep their names."""
+    cfg_dict = get_temporal_sae_config_from_hf(
+        repo_id, folder_name, device, force_download, cfg_overrides
+    )
+    path = hub_file(
+        repo_id, f"{folder_name}/latest_ckpt.safetensors", force_download=force_download
+    )
+    raw = load_safetensors_weights(path, device=device, dtype=cfg_dict.get("dtype"))
+    state_dict = {key: value for key, value in raw.items() if key.startswith("attn_layers.")}
+    state_dict["W_dec"] = raw["D"]
+    state_dict["b_dec"] = raw["b"]
+    if "E" in raw:
+        state_dict["W_enc"] = raw["E"]
+    return cfg_dict, state_dict, None
+
+
 # ------------------------------------------------------- formats interp does not read
 def _unsupported(name: str) -> Any:
     def loader(*args: Any, **kwargs: Any) -> Any:
@@ -755,8 +821,6 @@ def _unsupported(name: str) -> Any:
 
 dictionary_learning_sae_huggingface_loader_1 = _unsupported("dictionary_learning_1")
 get_dictionary_learning_config_1_from_hf = _unsupported("dictionary_learning_1")
-temporal_sae_huggingface_loader = _unsupported("temporal")
-get_temporal_sae_config_from_hf = _unsupported("temporal")
 
 NAMED_PRETRAINED_SAE_LOADERS: dict[str, PretrainedSaeHuggingfaceLoader] = {
     "sae_lens": sae_lens_huggingface_loader,

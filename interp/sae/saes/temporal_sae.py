@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +32,7 @@ from torch import Tensor, nn
 
 from interp.sae.config import ArchitectureName, SAEConfig
 from interp.sae.registry import register_sae_class
-from interp.sae.sae import SAE, str_to_dtype
+from interp.sae.sae import SAE, dtype_to_str, str_to_dtype
 
 __all__ = ["ManualAttention", "TemporalSAE", "TemporalSAEConfig", "get_attention"]
 
@@ -134,9 +135,20 @@ class TemporalSAEConfig(SAEConfig):
                 "constant_norm_rescale, or constant_scalar_rescale. Got "
                 f"{self.normalize_activations}"
             )
-        if self.normalize_activations == "constant_scalar_rescale":
-            return  # the base knows the other four (and checks d_in, d_sae likewise)
-        super()._validate()
+        if self.sae_diff_type not in ("relu", "topk"):
+            raise ValueError(f"sae_diff_type={self.sae_diff_type!r}; use 'relu' or 'topk'.")
+        k = self.kval_topk
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k <= 0):
+            raise ValueError(f"kval_topk={k!r}; use None (keep all) or a positive int.")
+        # The base knows the other four normalisations: it checks the rest (d_in, d_sae,
+        # reshape_activations) with "none" standing in for constant_scalar_rescale.
+        mode = self.normalize_activations
+        if mode == "constant_scalar_rescale":
+            self.normalize_activations = "none"
+        try:
+            super()._validate()
+        finally:
+            self.normalize_activations = mode
 
 
 class TemporalSAE(SAE):
@@ -161,6 +173,14 @@ class TemporalSAE(SAE):
     @property
     def device(self) -> torch.device:
         return self.W_dec.device
+
+    def to(self, *args: Any, **kwargs: Any) -> TemporalSAE:
+        """``nn.Module.to``, keeping ``cfg.dtype`` and ``cfg.device`` in step (from ``W_dec``:
+        the base reads ``W_enc``, which a tied temporal SAE lacks)."""
+        out = nn.Module.to(self, *args, **kwargs)
+        self.cfg.dtype = dtype_to_str(self.W_dec.dtype)
+        self.cfg.device = str(self.W_dec.device)
+        return out
 
     def initialize_weights(self) -> None:
         """Gaussian ``W_dec`` [d_sae, d_in] (and ``W_enc`` [d_in, d_sae] when untied), zero
