@@ -72,7 +72,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ACTIVATION_FN_DICT",
-    "USE_DEFAULT_VALUE",
     "ActivationFunction",
     "SUPPORTED_ACTIVATIONS",
     "USE_DEFAULT_VALUE",
@@ -109,7 +108,6 @@ __all__ = [
     "solu",
     "test_prompt",
     "to_numpy",
-    "get_tokens_with_bos_removed",
     "tokenize_and_concatenate",
     "transpose",
     "xielu",

@@ -32,10 +32,13 @@ def build_sae(
     device: str | torch.device | None,
     dtype: str | torch.dtype | None,
 ) -> SAE:
-    """An SAE from ``cfg`` and SAELens-named tensors, after checking names, shapes, values."""
+    """An SAE from ``cfg`` and SAELens-named tensors, after checking names, shapes, values.
+
+    Built on the meta device and given the tensors themselves (``load_state_dict(...,
+    assign=True)``, as SAELens loads): the weights are never held twice."""
     if dtype is not None:
         cfg.dtype = dtype_to_str(str_to_dtype(dtype))
-    cfg.device = "cpu"
+    cfg.device = "meta"
     sae = SAE(cfg)
     expected = dict(sae.named_parameters())
     missing = sorted(set(expected) - set(tensors))
@@ -56,8 +59,9 @@ def build_sae(
         if not torch.isfinite(tensor).all():
             bad = int((~torch.isfinite(tensor)).sum())
             raise SAEFormatError(f"{source}: tensor {name} holds {bad} NaN or infinite values.")
-        with torch.no_grad():
-            param.copy_(tensor.to(param.dtype))
+    state = {name: tensors[name].to(param.dtype) for name, param in expected.items()}
+    sae.load_state_dict(state, assign=True)
+    cfg.device = str(next(iter(state.values())).device)
     if device is not None:
         sae.to(device)
     return sae
