@@ -29,11 +29,6 @@ from interp.sae.loading.config_dicts import (
     sae_from_config_dict,
 )
 from interp.sae.loading.pretrained_saes_directory import (
-    get_config_overrides,
-    get_norm_scaling_factor,
-    get_pretrained_saes_directory,
-    get_releases_for_repo_id,
-    get_repo_id_and_folder_name,
     unknown_release_message,
     unknown_sae_id_message,
 )
@@ -42,8 +37,17 @@ from interp.sae.sae import SAE, dtype_to_str, str_to_dtype
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+def _lookups() -> Any:
+    """The module of SAELens's ``SAE`` (``sae_lens.saes.sae``, here ``interp.sae.saes.sae``),
+    whose names (the release directory, the loaders) SAELens's users and tests patch: read
+    through it at call time, so that a patch there is what loads."""
+    from interp.sae.saes import sae as saes_module
+
+    return saes_module
+
+
 def _repo_warning(release: str) -> None:
-    matching = get_releases_for_repo_id(release)
+    matching = _lookups().get_releases_for_repo_id(release)
     if matching:
         warnings.warn(
             f"You are loading an SAE using the HuggingFace repo_id '{release}' directly. "
@@ -67,11 +71,8 @@ def from_pretrained_with_cfg_and_sparsity(
     """SAELens's ``SAE.from_pretrained_with_cfg_and_sparsity``: ``(sae, cfg_dict,
     log_sparsity)`` for ``sae_id`` of ``release`` (or of a repository id, read as a SAELens
     folder). ``converter`` replaces the release's loader."""
-    # The loaders are looked up where SAELens's users (and tests) patch them: the module of
-    # SAELens's ``SAE`` (``sae_lens.saes.sae``, here ``interp.sae.saes.sae``).
-    from interp.sae.saes import sae as saes_module
-
-    directory = get_pretrained_saes_directory()
+    lookups = _lookups()
+    directory = lookups.get_pretrained_saes_directory()
     registered_as = release
     if release not in directory:
         if "/" not in release:
@@ -79,17 +80,15 @@ def from_pretrained_with_cfg_and_sparsity(
         _repo_warning(release)
         # A repository a release registers is read with that release's loader (SAELens
         # reads every repository id as its own format).
-        registered_as = next(iter(get_releases_for_repo_id(release)), release)
+        registered_as = next(iter(lookups.get_releases_for_repo_id(release)), release)
     elif sae_id not in directory[release].saes_map:
         raise ValueError(unknown_sae_id_message(release, sae_id))
     loader = (
         converter
-        or saes_module.NAMED_PRETRAINED_SAE_LOADERS[
-            saes_module.get_conversion_loader_name(registered_as)
-        ]
+        or lookups.NAMED_PRETRAINED_SAE_LOADERS[lookups.get_conversion_loader_name(registered_as)]
     )
-    repo_id, folder_name = get_repo_id_and_folder_name(release, sae_id)
-    overrides = get_config_overrides(release, sae_id)
+    repo_id, folder_name = lookups.get_repo_id_and_folder_name(release, sae_id)
+    overrides = lookups.get_config_overrides(release, sae_id)
     overrides["device"] = str(device)
     overrides["dtype"] = dtype_to_str(str_to_dtype(dtype))
     cfg_dict, state_dict, log_sparsity = loader(
@@ -103,7 +102,7 @@ def from_pretrained_with_cfg_and_sparsity(
     source = f"hf://{repo_id}/{folder_name}"
     sae = sae_from_config_dict(cfg_dict, state_dict, source, dtype=dtype)
     if cfg_dict.get("normalize_activations") == "expected_average_only_in":
-        factor = get_norm_scaling_factor(release, sae_id)
+        factor = lookups.get_norm_scaling_factor(release, sae_id)
         if factor is not None:
             fold_activation_norm_scaling_factor(sae, factor)
             cfg_dict["normalize_activations"] = "none"
@@ -140,9 +139,10 @@ def load_pretrained(
     ``kw``: ``converter`` (releases), ``subfolder``/``revision``/``cache_dir`` (repository
     ids), config ``overrides`` (folders and repositories)."""
     text = str(release)
-    if text in get_pretrained_saes_directory():
+    directory = _lookups().get_pretrained_saes_directory()
+    if text in directory:
         if sae_id is None:
-            ids = list(get_pretrained_saes_directory()[text].saes_map)[:5]
+            ids = list(directory[text].saes_map)[:5]
             raise ValueError(f"Release {text!r} needs an sae_id, e.g. one of {ids}.")
         sae, _, _ = from_pretrained_with_cfg_and_sparsity(
             text,
@@ -165,7 +165,7 @@ def load_pretrained(
     if Path(text).exists() or text in list_saes():
         return load_sae(text, device=device, dtype=dtype, **kw)
     if _REPO_ID.match(text):
-        if get_releases_for_repo_id(text) and sae_id is not None and not kw:
+        if _lookups().get_releases_for_repo_id(text) and sae_id is not None and not kw:
             sae, _, _ = from_pretrained_with_cfg_and_sparsity(
                 text, sae_id, device=str(device or "cpu"), dtype=dtype or "float32",
                 force_download=force_download,

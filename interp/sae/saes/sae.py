@@ -10,9 +10,18 @@ Example:
 """
 
 from interp.sae.config import SAEConfig
-from interp.sae.loading.pretrained_sae_loaders import (  # where SAELens's users patch them
+
+# SAE.from_pretrained looks these up here, where SAELens's users (and tests) patch them.
+from interp.sae.loading.pretrained_sae_loaders import (
     NAMED_PRETRAINED_SAE_LOADERS,
     get_conversion_loader_name,
+)
+from interp.sae.loading.pretrained_saes_directory import (
+    get_config_overrides,
+    get_norm_scaling_factor,
+    get_pretrained_saes_directory,
+    get_releases_for_repo_id,
+    get_repo_id_and_folder_name,
 )
 from interp.sae.metadata import SAEMetadata
 from interp.sae.sae import SAE, _disable_hooks
@@ -38,6 +47,11 @@ __all__ = [
     "TrainingSAE",
     "TrainingSAEConfig",
     "_disable_hooks",
+    "get_config_overrides",
     "get_conversion_loader_name",
+    "get_norm_scaling_factor",
+    "get_pretrained_saes_directory",
+    "get_releases_for_repo_id",
+    "get_repo_id_and_folder_name",
     "mse_loss",
 ]
