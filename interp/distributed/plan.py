@@ -33,6 +33,8 @@ SUPPORTED_FAMILIES = (
     "Qwen3",
     "Qwen2-MoE",
     "Qwen3-MoE",
+    "GPT-NeoX",
+    "Phi",
 )
 
 
@@ -41,6 +43,8 @@ def _fused_parts(cfg: HookedTransformerConfig, name: str) -> list[int] | None:
     split axis, or None for a tensor that is one projection."""
     if name.endswith(("attn.c_attn.weight", "attn.c_attn.bias")):  # GPT-2's q, k, v
         return [cfg.n_heads * cfg.d_head] * 3
+    # GPT-NeoX's query_key_value interleaves q, k, v head by head: a run of heads is one
+    # contiguous slice, read as a single part.
     return None
 
 

@@ -110,6 +110,12 @@ def light_checkpoints() -> dict[str, transformers.PreTrainedModel]:
         "qwen3-moe": transformers.Qwen3MoeForCausalLM(
             transformers.Qwen3MoeConfig(**LLAMA_LIKE, **experts, moe_intermediate_size=40)
         ),
+        "neox-parallel-partial-rotary": transformers.GPTNeoXForCausalLM(
+            transformers.GPTNeoXConfig(**LLAMA_LIKE, rotary_pct=0.5, use_parallel_residual=True)
+        ),
+        "phi-partial-rotary": transformers.PhiForCausalLM(
+            transformers.PhiConfig(**LLAMA_LIKE, partial_rotary_factor=0.5)
+        ),
     }
 
 
@@ -155,6 +161,8 @@ LIGHT = [
     "gemma3",
     "qwen2-moe-shared-expert",
     "qwen3-moe",
+    "neox-parallel-partial-rotary",
+    "phi-partial-rotary",
 ]
 
 
@@ -192,7 +200,7 @@ def test_sizes_that_do_not_split_the_heads_name_the_counts_and_valid_sizes():
         with pytest.raises(ValueError, match=r"n_heads=6, n_key_value_heads=3.*\[1, 3, 6\]"):
             check_tp_size(gqa, size, "Llama")
     with pytest.raises(ValueError, match="supports the"):
-        check_tp_size(gqa, 2, "OPT")
+        check_tp_size(gqa, 2, "BLOOM")  # ALiBi slopes depend on the global head index
 
 
 def test_key_value_heads_fewer_than_ranks_are_shared():
