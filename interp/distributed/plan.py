@@ -35,6 +35,9 @@ SUPPORTED_FAMILIES = (
     "Qwen3-MoE",
     "GPT-NeoX",
     "Phi",
+    "GPT-J",
+    "GPT-Neo",
+    "OPT",
 )
 
 

@@ -113,6 +113,33 @@ def light_checkpoints() -> dict[str, transformers.PreTrainedModel]:
         "neox-parallel-partial-rotary": transformers.GPTNeoXForCausalLM(
             transformers.GPTNeoXConfig(**LLAMA_LIKE, rotary_pct=0.5, use_parallel_residual=True)
         ),
+        "gptj": transformers.GPTJForCausalLM(
+            transformers.GPTJConfig(
+                vocab_size=128, n_positions=64, n_embd=64, n_layer=2, n_head=4, rotary_dim=8
+            )
+        ),
+        "gpt-neo-local": transformers.GPTNeoForCausalLM(
+            transformers.GPTNeoConfig(
+                vocab_size=128,
+                max_position_embeddings=64,
+                hidden_size=64,
+                num_layers=2,
+                num_heads=4,
+                attention_types=[[["global", "local"], 1]],
+                window_size=4,
+            )
+        ),  # fmt: skip
+        "opt": transformers.OPTForCausalLM(
+            transformers.OPTConfig(
+                vocab_size=128,
+                max_position_embeddings=64,
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                ffn_dim=96,
+                word_embed_proj_dim=64,
+            )
+        ),  # fmt: skip
         "phi-partial-rotary": transformers.PhiForCausalLM(
             transformers.PhiConfig(**LLAMA_LIKE, partial_rotary_factor=0.5)
         ),
@@ -163,6 +190,9 @@ LIGHT = [
     "qwen3-moe",
     "neox-parallel-partial-rotary",
     "phi-partial-rotary",
+    "gptj",
+    "gpt-neo-local",
+    "opt",
 ]
 
 

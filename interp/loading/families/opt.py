@@ -110,10 +110,10 @@ def table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
         rows += [
             Row(hf + "self_attn_layer_norm.weight", (m,), same(ours + "ln1.w")),
             Row(hf + "self_attn_layer_norm.bias", (m,), same(ours + "ln1.b")),
-            Row(attn + "q_proj.weight", (m, m), heads_in(ours + "attn.W_Q", h)),
-            Row(attn + "k_proj.weight", (m, m), heads_in(ours + "attn.W_K", h)),
-            Row(attn + "v_proj.weight", (m, m), heads_in(ours + "attn.W_V", h)),
-            Row(attn + "out_proj.weight", (m, m), heads_out(ours + "attn.W_O", h)),
+            Row(attn + "q_proj.weight", (h * d, m), heads_in(ours + "attn.W_Q", h)),
+            Row(attn + "k_proj.weight", (h * d, m), heads_in(ours + "attn.W_K", h)),
+            Row(attn + "v_proj.weight", (h * d, m), heads_in(ours + "attn.W_V", h)),
+            Row(attn + "out_proj.weight", (m, h * d), heads_out(ours + "attn.W_O", h)),
             Row(hf + "final_layer_norm.weight", (m,), same(ours + "ln2.w")),
             Row(hf + "final_layer_norm.bias", (m,), same(ours + "ln2.b")),
             Row(hf + "fc1.weight", (mlp, m), transposed(ours + "mlp.W_in")),
@@ -121,9 +121,9 @@ def table(cfg: HookedTransformerConfig, values: dict[str, Any]) -> list[Row]:
         ]
         if bias:
             rows += [
-                Row(attn + "q_proj.bias", (m,), heads_bias(ours + "attn.b_Q", h)),
-                Row(attn + "k_proj.bias", (m,), heads_bias(ours + "attn.b_K", h)),
-                Row(attn + "v_proj.bias", (m,), heads_bias(ours + "attn.b_V", h)),
+                Row(attn + "q_proj.bias", (h * d,), heads_bias(ours + "attn.b_Q", h)),
+                Row(attn + "k_proj.bias", (h * d,), heads_bias(ours + "attn.b_K", h)),
+                Row(attn + "v_proj.bias", (h * d,), heads_bias(ours + "attn.b_V", h)),
                 Row(attn + "out_proj.bias", (m,), same(ours + "attn.b_O")),
                 Row(hf + "fc1.bias", (mlp,), same(ours + "mlp.b_in")),
                 Row(hf + "fc2.bias", (m,), same(ours + "mlp.b_out")),
