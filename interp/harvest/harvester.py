@@ -35,6 +35,7 @@ from interp.harvest.shards import (
     read_manifest,
     read_shard_stats,
     remove_temporary_files,
+    shard_info,
     write_manifest,
 )
 from interp.harvest.stats import RunningStats
@@ -503,12 +504,7 @@ def _write_shards(ranks: Ranks, out: Path, plan: _Plan, batch_size: int, progres
                 plan.dtype,
                 bar,
             )
-            info = {
-                "index": index,
-                "first_sequence": index * plan.rows_per_shard,
-                "n_sequences": len(rows),
-                "n_tokens": len(rows) * plan.kept,
-            }
+            info = shard_info(index, plan.rows_per_shard, len(rows), plan.kept)
             writer.submit(index, buffers, len(rows) * plan.kept, stats, info)
     finally:
         writer.close()

@@ -181,3 +181,14 @@ def check_output_folder(out: Path, identity: dict[str, Any]) -> str | None:
             "refusing to overwrite it. Choose another --out, or delete that folder to start over."
         )
     return None
+
+
+def shard_info(index: int, rows_per_shard: int, n_sequences: int, kept: int) -> dict[str, int]:
+    """The manifest entry of shard ``index``: its first sequence, how many it holds and the
+    tokens kept of them (``kept`` a sequence)."""
+    return {
+        "index": index,
+        "first_sequence": index * rows_per_shard,
+        "n_sequences": n_sequences,
+        "n_tokens": n_sequences * kept,
+    }

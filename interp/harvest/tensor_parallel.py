@@ -38,7 +38,7 @@ from torch import Tensor
 from interp.distributed import sharded_hooks
 from interp.distributed.hooks import GatheredHookPoint
 from interp.harvest.distributed import Ranks
-from interp.harvest.shards import complete_shard, read_shard_stats
+from interp.harvest.shards import complete_shard, read_shard_stats, shard_info
 from interp.harvest.stats import RunningStats
 from interp.harvest.writer import ShardWriter
 
@@ -140,12 +140,7 @@ def write_shards(ranks: TPRanks, out: Path, plan: Any, batch_size: int, shards: 
                 continue
             buffers = writer.buffers()
             stats = _run_shard(plan, rows, mine, split, batch_size, buffers, ranks)
-            info = {
-                "index": index,
-                "first_sequence": index * plan.rows_per_shard,
-                "n_sequences": len(rows),
-                "n_tokens": len(rows) * plan.kept,
-            }
+            info = shard_info(index, plan.rows_per_shard, len(rows), plan.kept)
             writer.submit(index, buffers, len(rows) * plan.kept, stats, info)
     finally:
         writer.close()
